@@ -1,0 +1,69 @@
+/* ipc.h — the client side of the conversation with uroced, the per-host daemon.
+ *
+ * One uroced runs per host, i.e. per network namespace: it listens on the abstract
+ * unix socket UROCE_IPC_ADDR, and abstract socket names are scoped to the network
+ * namespace, so each namespace gets its own daemon without any file system state.
+ *
+ * The daemon owns what must be unique per host: the device table (one device per
+ * netdev), each device's GID table, QPN allocation, the receive steering of UDP 4791
+ * and counters.  The data path never passes through it.
+ *
+ * All functions return 0 or a negative errno.  A connection may be shared by threads:
+ * calls are serialised internally.  When the daemon dies every call fails with
+ * -ECONNRESET and uroce_ipc_fd() becomes readable (EOF), which is how libibverbs
+ * raises IBV_EVENT_DEVICE_FATAL.
+ */
+#ifndef UROCE_IPC_H
+#define UROCE_IPC_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define UROCE_IPC_ADDR "uroce/uroced"  /* abstract unix socket name (leading NUL on the wire) */
+#define UROCE_DEV_NAME_MAX 64
+#define UROCE_MAX_GIDS 32
+
+/* GID types, numbered as enum ibv_gid_type of rdma-core. */
+enum { UROCE_GID_TYPE_ROCE_V2 = 2 };
+
+struct uroce_gid_info {
+	uint8_t gid[16];   /* IPv4 as ::ffff:a.b.c.d; IPv6 as is */
+	uint8_t type;      /* UROCE_GID_TYPE_ROCE_V2 */
+	uint8_t valid;     /* an empty slot has valid = 0 */
+};
+
+/* A device as the daemon describes it to clients.  Plain data, fixed size. */
+struct uroce_dev_info {
+	char name[UROCE_DEV_NAME_MAX];   /* "uroce0" */
+	char netdev[16];                 /* "lo", "veth0" (IFNAMSIZ) */
+	uint32_t ifindex;
+	uint32_t netdev_mtu;             /* the netdev's MTU; the port MTU derives from it */
+	uint8_t mac[6];                  /* all zero for loopback */
+	uint8_t port_up;                 /* netdev IFF_UP and IFF_RUNNING (lo: IFF_UP) */
+	uint8_t pad;
+	uint64_t node_guid;              /* EUI-64 from the MAC, as rxe does; derived otherwise */
+	uint32_t num_gids;               /* slots used in gids[] (including invalid holes) */
+	struct uroce_gid_info gids[UROCE_MAX_GIDS];
+};
+
+struct uroce_ipc;
+
+enum {
+	UROCE_IPC_AUTOSTART = 1 << 0,   /* start uroced if nobody listens (library default) */
+};
+
+/* Connect to this namespace's uroced, starting it first when asked and needed. */
+int uroce_ipc_open(struct uroce_ipc **out, unsigned flags);
+void uroce_ipc_close(struct uroce_ipc *ipc);
+/* An fd that becomes readable (EOF) when the daemon goes away. */
+int uroce_ipc_fd(const struct uroce_ipc *ipc);
+
+/* The device table, as a malloc'ed array the caller frees. */
+int uroce_ipc_devices(struct uroce_ipc *ipc, struct uroce_dev_info **devs, unsigned *n);
+
+/* QPNs are 24 bits, unique per device; 0 and 1 are reserved (QP0/QP1).  They go back
+ * to the pool when freed or when the client's connection closes (exit or crash). */
+int uroce_ipc_qpn_alloc(struct uroce_ipc *ipc, const char *dev, uint32_t *qpn);
+int uroce_ipc_qpn_free(struct uroce_ipc *ipc, const char *dev, uint32_t qpn);
+
+#endif
