@@ -41,7 +41,9 @@ struct uroce_dev_info {
 	uint8_t mac[6];                  /* all zero for loopback */
 	uint8_t port_up;                 /* netdev IFF_UP and IFF_RUNNING (lo: IFF_UP) */
 	uint8_t pad;
-	uint64_t node_guid;              /* EUI-64 from the MAC, as rxe does; derived otherwise */
+	uint64_t node_guid;              /* EUI-64 from the MAC, as rxe does; derived otherwise.
+					  * Network byte order (bytes in memory are the EUI-64),
+					  * like ibv_device_attr.node_guid. */
 	uint32_t num_gids;               /* slots used in gids[] (including invalid holes) */
 	struct uroce_gid_info gids[UROCE_MAX_GIDS];
 };
@@ -65,5 +67,71 @@ int uroce_ipc_devices(struct uroce_ipc *ipc, struct uroce_dev_info **devs, unsig
  * to the pool when freed or when the client's connection closes (exit or crash). */
 int uroce_ipc_qpn_alloc(struct uroce_ipc *ipc, const char *dev, uint32_t *qpn);
 int uroce_ipc_qpn_free(struct uroce_ipc *ipc, const char *dev, uint32_t qpn);
+
+/* ---- Extensions (added by the daemon helper; the calls above are unchanged) ----
+ *
+ * Errors common to every call: -ECONNRESET once the daemon has gone away (sticky),
+ * -ETIMEDOUT when the daemon does not answer within UROCE_IPC_TIMEOUT_MS (a stopped
+ * daemon), -EPROTONOSUPPORT when the daemon speaks another protocol version, -EBADF
+ * when called from a child forked after uroce_ipc_open() (the connection belongs to
+ * the process that opened it).  uroce_ipc_fd() is only for poll(): reading from it
+ * would steal a reply; call uroce_ipc_check() when it becomes readable.
+ */
+#define UROCE_IPC_TIMEOUT_MS 5000
+
+/* 0 while the daemon is there, -ECONNRESET once it has gone (never blocks). */
+int uroce_ipc_check(struct uroce_ipc *ipc);
+
+/* Which client holds a QPN: 0 and its pid, or -ENOENT if the QPN is free,
+ * -ENODEV if there is no such device. */
+int uroce_ipc_qpn_owner(struct uroce_ipc *ipc, const char *dev, uint32_t qpn, int32_t *pid);
+
+/* Add a device on a netdev (`uroce link add NAME netdev IF`), remove one.
+ * -EEXIST: name taken or netdev already has a device; -ENODEV: no such netdev/device;
+ * -EPERM: the caller's uid is neither root nor the daemon's.  The daemon saves the
+ * device table so it survives a restart. */
+int uroce_ipc_link_add(struct uroce_ipc *ipc, const char *name, const char *netdev);
+int uroce_ipc_link_del(struct uroce_ipc *ipc, const char *name);
+
+struct uroce_daemon_status {
+	int32_t pid;
+	uint32_t proto_version;
+	uint64_t netns_inode;            /* which network namespace this daemon serves */
+	uint64_t uptime_ms;
+	uint32_t num_devices;
+	uint32_t num_clients;            /* connections, including the asking one */
+	uint32_t qpns_allocated;         /* over all devices */
+	uint32_t pad;
+};
+int uroce_ipc_status(struct uroce_ipc *ipc, struct uroce_daemon_status *st);
+
+/* One connected client (for `uroce daemon status`). */
+struct uroce_client_info {
+	int32_t pid;
+	uint32_t uid;
+	uint32_t qpns;                   /* QPNs it holds, over all devices */
+	uint32_t pad;
+	uint64_t requests;
+};
+int uroce_ipc_clients(struct uroce_ipc *ipc, struct uroce_client_info **clients, unsigned *n);
+
+/* Per-device counters kept by the daemon (`uroce stat`).  Counters only grow;
+ * qpns_in_use is a gauge.  Data-path counters per QP will come from shared memory
+ * registered by the clients (docs/daemon.md), not from this record. */
+struct uroce_dev_stats {
+	char name[UROCE_DEV_NAME_MAX];
+	uint64_t qpn_alloc;              /* successful allocations */
+	uint64_t qpn_free;               /* explicit frees */
+	uint64_t qpn_reclaimed;          /* returned because the owner's connection closed */
+	uint64_t qpn_alloc_fail;         /* pool exhausted */
+	uint64_t requests;               /* requests naming this device */
+	uint64_t gid_changes;            /* GID table updates from the netdev */
+	uint32_t qpns_in_use;
+	uint32_t clients;                /* clients holding at least one QPN here */
+};
+int uroce_ipc_dev_stats(struct uroce_ipc *ipc, struct uroce_dev_stats **stats, unsigned *n);
+
+/* Ask the daemon to exit (`uroce daemon stop`); -EPERM as for link_add. */
+int uroce_ipc_shutdown(struct uroce_ipc *ipc);
 
 #endif

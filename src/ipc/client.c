@@ -1,0 +1,574 @@
+/* client.c — the client side of the uroced protocol (see proto.h, ipc.h).
+ *
+ * This file is linked into libibverbs.so.1, so it must behave like library code:
+ * no global constructors, no exit(), no output, no signals left behind, and every
+ * call bounded in time.  A dead daemon shows up as EOF on the SEQPACKET socket; a
+ * hung daemon as a poll() timeout.  Neither can hang the application.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "ipc/proto.h"
+
+#define AUTOSTART_WAIT_MS 2000  /* bound on waiting for an autostarted daemon */
+
+struct uroce_ipc {
+	int fd;
+	pid_t owner;             /* the process that opened the connection */
+	int dead;                /* sticky: the daemon has gone */
+	uint32_t seq;
+	pthread_mutex_t lock;    /* one request in flight per connection */
+};
+
+unsigned uroce_ipc_addr(struct sockaddr_un *sa)
+{
+	const char *name = getenv(UROCE_IPC_NAME_ENV);
+	size_t len;
+
+	if (!name || !*name)
+		name = UROCE_IPC_ADDR;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* Abstract namespace: sun_path[0] = 0, the name follows without a terminator;
+	 * the address length says where it ends. */
+	len = strnlen(name, sizeof(sa->sun_path) - 1);
+	memcpy(sa->sun_path + 1, name, len);
+	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int try_connect(int *out)
+{
+	struct sockaddr_un sa;
+	unsigned len = uroce_ipc_addr(&sa);
+	int fd, err;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* ---- autostart ------------------------------------------------------------ */
+
+static int executable(const char *path)
+{
+	struct stat st;
+
+	return !access(path, X_OK) && !stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+/* Where is uroced?  $UROCE_DAEMON, else ../bin/uroced next to the object this code
+ * is linked into (build/lib/libibverbs.so.1 -> build/bin/uroced; build/bin/uroce ->
+ * build/bin/../bin/uroced), else the PATH.  All of this runs before fork(), where
+ * malloc and friends are still allowed. */
+static int find_daemon(char *path, size_t size)
+{
+	const char *env = getenv("UROCE_DAEMON");
+	Dl_info info;
+
+	if (env && *env) {
+		if (strlen(env) >= size)
+			return -ENAMETOOLONG;
+		strcpy(path, env);
+		return executable(path) ? 0 : -ENOENT;
+	}
+	if (dladdr((void *)uroce_ipc_open, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+		const char *slash = strrchr(info.dli_fname, '/');
+		int n = snprintf(path, size, "%.*s/../bin/uroced",
+				 (int)(slash - info.dli_fname), info.dli_fname);
+
+		if (n > 0 && (size_t)n < size && executable(path))
+			return 0;
+	}
+	/* dladdr() reports the main program by argv[0], which may be relative. */
+	{
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n > 0) {
+			char *slash;
+
+			self[n] = 0;
+			slash = strrchr(self, '/');
+			if (slash) {
+				*slash = 0;
+				if ((size_t)snprintf(path, size, "%s/../bin/uroced", self) < size &&
+				    executable(path))
+					return 0;
+			}
+		}
+	}
+	env = getenv("PATH");
+	if (env) {
+		const char *p = env;
+
+		while (*p) {
+			const char *end = strchrnul(p, ':');
+			int n = snprintf(path, size, "%.*s/uroced", (int)(end - p), p);
+
+			if (end > p && n > 0 && (size_t)n < size && executable(path))
+				return 0;
+			p = *end ? end + 1 : end;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Run uroced.  uroced (without -f) binds and listens first, then detaches itself
+ * with a double fork + setsid, and its first process exits only after the socket
+ * is listening.  So once our child has exited, connect() finds the daemon; if our
+ * child lost the race for the name to another autostarting process, it exits 0
+ * quietly and the winner is already bound.  Returns the child's pid or -errno. */
+static pid_t spawn_daemon(const char *path)
+{
+	const char *log = getenv("UROCE_DAEMON_LOG");
+	char *const argv[] = { (char *)path, (char *)"--autostarted", NULL };
+	sigset_t all, old;
+	pid_t pid;
+
+	/* Block signals around fork so the application's handlers never run in the
+	 * child; uroced resets its mask and dispositions itself. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0) {
+		/* Child of a possibly multi-threaded process: async-signal-safe calls
+		 * only, until execv. */
+		int fd = open("/dev/null", O_RDWR);
+		int out = -1;
+
+		if (log && *log)
+			out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(out >= 0 ? out : fd, 1);
+			dup2(out >= 0 ? out : fd, 2);
+		}
+		/* The application's descriptors (sockets, files) must not live on in the
+		 * daemon. */
+		close_range(3, ~0U, 0);
+		execv(path, argv);
+		_exit(127);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return pid < 0 ? -errno : pid;
+}
+
+/* Wait (bounded) for the spawned starter process to exit; it exits as soon as the
+ * daemon listens.  A pidfd lets us poll() with a timeout instead of sleeping. */
+static void reap(pid_t pid, int timeout_ms)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int status;
+
+	if (pfd >= 0) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+
+		while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+			;
+		close(pfd);
+	}
+	/* WNOHANG: if the application reaps its children itself, or the starter
+	 * is somehow still running, do not block. */
+	while (waitpid(pid, &status, WNOHANG) < 0 && errno == EINTR)
+		;
+}
+
+static int connect_autostart(int *fd)
+{
+	char path[PATH_MAX];
+	int64_t deadline;
+	pid_t pid;
+	int err;
+
+	err = find_daemon(path, sizeof(path));
+	if (err)
+		return err == -ENOENT ? -ECONNREFUSED : err;
+	pid = spawn_daemon(path);
+	if (pid < 0)
+		return (int)pid;
+	deadline = now_ms() + AUTOSTART_WAIT_MS;
+	reap(pid, AUTOSTART_WAIT_MS);
+	/* Normally the first attempt succeeds.  Retry for the window where another
+	 * autostarter has bound but not yet listened (ECONNREFUSED). */
+	for (;;) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		err = try_connect(fd);
+		if (!err || (err != -ECONNREFUSED && err != -ENOENT) || now_ms() >= deadline)
+			return err;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- requests -------------------------------------------------------------- */
+
+static int fail_dead(struct uroce_ipc *ipc)
+{
+	ipc->dead = 1;
+	return -ECONNRESET;
+}
+
+/* Send req and wait for its reply; caller holds ipc->lock. */
+static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
+{
+	int64_t deadline = now_ms() + UROCE_IPC_TIMEOUT_MS;
+	ssize_t n;
+
+	if (ipc->owner != getpid())
+		return -EBADF;
+	if (ipc->dead)
+		return -ECONNRESET;
+	req->magic = UROCE_IPC_MAGIC;
+	req->version = UROCE_IPC_VERSION;
+	req->seq = ++ipc->seq;
+	do
+		n = send(ipc->fd, req, sizeof(*req), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
+			return fail_dead(ipc);
+		return -errno;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = ipc->fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		n = recv(ipc->fd, resp, sizeof(*resp), MSG_TRUNC | MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return errno == ECONNRESET ? fail_dead(ipc) : -errno;
+		if (n == 0)
+			return fail_dead(ipc);
+		if ((size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC)
+			return -EPROTO;
+		if (resp->version != UROCE_IPC_VERSION)
+			return -EPROTONOSUPPORT;
+		if (resp->seq != req->seq || resp->op != req->op)
+			continue;  /* late reply to an earlier, timed-out request */
+		return resp->status;
+	}
+}
+
+static int call(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
+{
+	int err;
+
+	if (!ipc)
+		return -EINVAL;
+	pthread_mutex_lock(&ipc->lock);
+	err = call_locked(ipc, req, resp);
+	pthread_mutex_unlock(&ipc->lock);
+	return err;
+}
+
+static int set_name(char *dst, size_t size, const char *src)
+{
+	if (!src)
+		return 0;
+	if (strnlen(src, size) >= size)
+		return -ENAMETOOLONG;
+	strcpy(dst, src);
+	return 0;
+}
+
+static int init_req(struct uroce_ipc_req *req, uint16_t op, const char *dev, const char *netdev,
+		    uint32_t arg)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = op;
+	req->arg = arg;
+	if (set_name(req->dev, sizeof(req->dev), dev) ||
+	    set_name(req->netdev, sizeof(req->netdev), netdev))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+int uroce_ipc_open(struct uroce_ipc **out, unsigned flags)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	struct uroce_ipc *ipc;
+	int fd = -1, err;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	err = try_connect(&fd);
+	if ((err == -ECONNREFUSED || err == -ENOENT) && (flags & UROCE_IPC_AUTOSTART))
+		err = connect_autostart(&fd);
+	if (err)
+		return err;
+	ipc = calloc(1, sizeof(*ipc));
+	if (!ipc) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ipc->fd = fd;
+	ipc->owner = getpid();
+	pthread_mutex_init(&ipc->lock, NULL);
+	/* HELLO checks the version before the caller relies on anything. */
+	init_req(&req, UROCE_OP_HELLO, NULL, NULL, 0);
+	err = call(ipc, &req, &resp);
+	if (err) {
+		uroce_ipc_close(ipc);
+		return err;
+	}
+	*out = ipc;
+	return 0;
+}
+
+void uroce_ipc_close(struct uroce_ipc *ipc)
+{
+	if (!ipc)
+		return;
+	close(ipc->fd);
+	pthread_mutex_destroy(&ipc->lock);
+	free(ipc);
+}
+
+int uroce_ipc_fd(const struct uroce_ipc *ipc)
+{
+	return ipc ? ipc->fd : -EINVAL;
+}
+
+int uroce_ipc_check(struct uroce_ipc *ipc)
+{
+	struct pollfd p;
+	char c;
+	int r;
+
+	if (!ipc)
+		return -EINVAL;
+	pthread_mutex_lock(&ipc->lock);
+	if (!ipc->dead) {
+		/* Between calls nothing is queued (no unsolicited messages), so readable
+		 * means EOF or an error; MSG_PEEK keeps any stray record for call(). */
+		p.fd = ipc->fd;
+		p.events = POLLIN;
+		r = poll(&p, 1, 0);
+		if (r > 0 && (p.revents & (POLLHUP | POLLERR)))
+			ipc->dead = 1;
+		else if (r > 0 && recv(ipc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+			ipc->dead = 1;
+	}
+	r = ipc->dead ? -ECONNRESET : 0;
+	pthread_mutex_unlock(&ipc->lock);
+	return r;
+}
+
+/* Read a list element by element; restart if the table generation changes under
+ * us.  get(i) copies element i of the reply into the array. */
+static int read_list(struct uroce_ipc *ipc, uint16_t op, size_t elem, void **out, unsigned *n)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		struct uroce_ipc_req req;
+		struct uroce_ipc_resp resp;
+		uint64_t gen = 0;
+		unsigned count = 0, i;
+		char *arr = NULL;
+		int err = 0;
+
+		for (i = 0; i == 0 || i < count; i++) {
+			init_req(&req, op, NULL, NULL, i);
+			err = call(ipc, &req, &resp);
+			if (err == -ENOENT && i == 0) {  /* empty list */
+				err = 0;
+				count = 0;
+				break;
+			}
+			if (err)
+				break;
+			if (i == 0) {
+				gen = resp.generation;
+				count = resp.count;
+				if (count > 65536) {
+					err = -EPROTO;
+					break;
+				}
+				arr = calloc(count ? count : 1, elem);
+				if (!arr) {
+					err = -ENOMEM;
+					break;
+				}
+			} else if (resp.generation != gen || resp.count != count) {
+				err = -EAGAIN;
+				break;
+			}
+			memcpy(arr + (size_t)i * elem, &resp.u, elem);
+		}
+		if (err == -EAGAIN || (err == -ENOENT && i > 0)) {
+			free(arr);
+			continue;  /* the table changed under us: read it again */
+		}
+		if (err) {
+			free(arr);
+			return err;
+		}
+		if (!arr)
+			arr = calloc(1, elem);
+		if (!arr)
+			return -ENOMEM;
+		*out = arr;
+		*n = count;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+int uroce_ipc_devices(struct uroce_ipc *ipc, struct uroce_dev_info **devs, unsigned *n)
+{
+	if (!devs || !n)
+		return -EINVAL;
+	return read_list(ipc, UROCE_OP_DEV_GET, sizeof(**devs), (void **)devs, n);
+}
+
+int uroce_ipc_clients(struct uroce_ipc *ipc, struct uroce_client_info **clients, unsigned *n)
+{
+	if (!clients || !n)
+		return -EINVAL;
+	return read_list(ipc, UROCE_OP_CLIENT_GET, sizeof(**clients), (void **)clients, n);
+}
+
+int uroce_ipc_dev_stats(struct uroce_ipc *ipc, struct uroce_dev_stats **stats, unsigned *n)
+{
+	if (!stats || !n)
+		return -EINVAL;
+	return read_list(ipc, UROCE_OP_STATS_GET, sizeof(**stats), (void **)stats, n);
+}
+
+int uroce_ipc_qpn_alloc(struct uroce_ipc *ipc, const char *dev, uint32_t *qpn)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || !qpn)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_QPN_ALLOC, dev, NULL, 0);
+	if (!err)
+		err = call(ipc, &req, &resp);
+	if (!err)
+		*qpn = resp.u.qpn;
+	return err;
+}
+
+int uroce_ipc_qpn_free(struct uroce_ipc *ipc, const char *dev, uint32_t qpn)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_QPN_FREE, dev, NULL, qpn);
+	return err ? err : call(ipc, &req, &resp);
+}
+
+int uroce_ipc_qpn_owner(struct uroce_ipc *ipc, const char *dev, uint32_t qpn, int32_t *pid)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_QPN_OWNER, dev, NULL, qpn);
+	if (!err)
+		err = call(ipc, &req, &resp);
+	if (!err && pid)
+		*pid = resp.u.owner_pid;
+	return err;
+}
+
+int uroce_ipc_link_add(struct uroce_ipc *ipc, const char *name, const char *netdev)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!name || !*name || !netdev || !*netdev)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_LINK_ADD, name, netdev, 0);
+	return err ? err : call(ipc, &req, &resp);
+}
+
+int uroce_ipc_link_del(struct uroce_ipc *ipc, const char *name)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!name || !*name)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_LINK_DEL, name, NULL, 0);
+	return err ? err : call(ipc, &req, &resp);
+}
+
+int uroce_ipc_status(struct uroce_ipc *ipc, struct uroce_daemon_status *st)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!st)
+		return -EINVAL;
+	init_req(&req, UROCE_OP_STATUS, NULL, NULL, 0);
+	err = call(ipc, &req, &resp);
+	if (!err)
+		*st = resp.u.status;
+	return err;
+}
+
+int uroce_ipc_shutdown(struct uroce_ipc *ipc)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+
+	init_req(&req, UROCE_OP_SHUTDOWN, NULL, NULL, 0);
+	return call(ipc, &req, &resp);
+}

@@ -1,0 +1,94 @@
+/* proto.h — the records exchanged between uroce_ipc clients and uroced.
+ *
+ * Transport: an AF_UNIX SOCK_SEQPACKET connection to the abstract address
+ * "\0" UROCE_IPC_ADDR (or "\0" $UROCE_IPC_NAME).  SEQPACKET keeps record boundaries
+ * and reports a peer's death as EOF, so the daemon learns that a client exited or
+ * crashed (and reclaims its QPNs) without any heartbeat, and clients learn the same
+ * about the daemon.
+ *
+ * Every message is one fixed-size record: a request is exactly sizeof(struct
+ * uroce_ipc_req), a reply exactly sizeof(struct uroce_ipc_resp).  Anything else is a
+ * protocol error.  Both carry magic and version first, so a future version can
+ * be recognised (and refused with -EPROTONOSUPPORT) before anything else is read.
+ *
+ * Flow: strictly request/reply, one outstanding request per connection.  The reply
+ * echoes op and seq; a client discards replies whose seq is not the one it waits
+ * for (a late reply to a request that timed out).  The daemon never sends anything
+ * unsolicited in version 1: a readable client fd therefore means EOF.
+ *
+ * Lists (devices, clients, stats) are read one element per request by index; each
+ * reply carries the list length and the daemon's table generation, which changes
+ * whenever the device table changes, so a client restarts a walk that straddled a
+ * change instead of mixing two tables.
+ *
+ * Integers are host byte order (both ends are on the same host); node_guid and GIDs
+ * are network byte order as in the verbs API.
+ */
+#ifndef UROCE_IPC_PROTO_H
+#define UROCE_IPC_PROTO_H
+
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+
+#define UROCE_IPC_MAGIC 0x55524f43u     /* "UROC" */
+#define UROCE_IPC_VERSION 1
+#define UROCE_IPC_NAME_ENV "UROCE_IPC_NAME"  /* override the abstract name (tests) */
+#define UROCE_NETDEV_MAX 16              /* IFNAMSIZ */
+
+enum uroce_ipc_op {
+	UROCE_OP_HELLO = 1,      /* -> status.pid, status.proto_version */
+	UROCE_OP_DEV_GET,        /* arg = index -> dev */
+	UROCE_OP_QPN_ALLOC,      /* dev -> qpn */
+	UROCE_OP_QPN_FREE,       /* dev, arg = qpn */
+	UROCE_OP_QPN_OWNER,      /* dev, arg = qpn -> owner.pid */
+	UROCE_OP_LINK_ADD,       /* dev = name, netdev */
+	UROCE_OP_LINK_DEL,       /* dev = name */
+	UROCE_OP_STATUS,         /* -> status */
+	UROCE_OP_CLIENT_GET,     /* arg = index -> client */
+	UROCE_OP_STATS_GET,      /* arg = index -> stats */
+	UROCE_OP_SHUTDOWN,
+	UROCE_OP_MAX
+};
+
+struct uroce_ipc_req {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;                     /* enum uroce_ipc_op */
+	uint32_t seq;
+	uint32_t arg;                    /* index or QPN, per op */
+	char dev[UROCE_DEV_NAME_MAX];    /* NUL-terminated device name, "" if unused */
+	char netdev[UROCE_NETDEV_MAX];   /* NUL-terminated netdev name, "" if unused */
+	uint8_t reserved[48];            /* zero; room for later ops without a new size */
+};
+
+struct uroce_ipc_resp {
+	uint32_t magic;
+	uint16_t version;                /* the daemon's version, also in an error reply */
+	uint16_t op;
+	uint32_t seq;
+	int32_t status;                  /* 0 or -errno */
+	uint32_t count;                  /* list ops: number of elements */
+	uint32_t pad;
+	uint64_t generation;             /* list ops: device table generation */
+	union {
+		uint32_t qpn;
+		int32_t owner_pid;
+		struct uroce_dev_info dev;
+		struct uroce_daemon_status status;
+		struct uroce_client_info client;
+		struct uroce_dev_stats stats;
+		uint8_t raw[1024];           /* fixes the record size */
+	} u;
+};
+
+_Static_assert(sizeof(struct uroce_ipc_req) == 144, "request record size is ABI");
+_Static_assert(sizeof(struct uroce_ipc_resp) == 1056, "reply record size is ABI");
+_Static_assert(sizeof(struct uroce_dev_info) <= 1024, "dev_info must fit the reply");
+
+/* Fill sa (a struct sockaddr_un) with the daemon's abstract address; returns the
+ * address length to pass to bind()/connect().  Reads $UROCE_IPC_NAME. */
+struct sockaddr_un;
+unsigned uroce_ipc_addr(struct sockaddr_un *sa);
+
+#endif
