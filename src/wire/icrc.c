@@ -1,0 +1,300 @@
+/* icrc.c — RoCEv2 ICRC (RoCEv2 Annex A17.3.3; IBA 7.8.1 for the CRC itself).
+ *
+ * The CRC is CRC-32/IEEE exactly as zlib's crc32(); ISA-L's crc32_gzip_refl()
+ * computes the same function (chaining included) at memory speed.  The masked
+ * IP/UDP/BTH prefix (at most 8 + 60 + 8 + 12 bytes) is assembled on the stack
+ * and the rest of the packet is CRC'd in place.
+ *
+ * Receive without the IP header (docs/wire.md "ICRC on receive"): the ICRC
+ * covers the IPv4 Identification, which a UDP socket does not report.  CRC-32
+ * is affine over GF(2): for equal-length messages crc(A) ^ crc(B) = L(A ^ B),
+ * L being the zero-init, no-xorout CRC.  Flipping the ID bits by `id` changes
+ * the ICRC by U(id) * x^(8T) mod P, where U is the 16 -> 32 bit linear map of
+ * the two ID bytes and T the number of bytes after them.  So with
+ *     delta = icrc(ID 0) ^ received,   d = delta * x^(-8T) mod P
+ * the packet is consistent iff d lies in the image of U, and then id = U^-1(d)
+ * (U is injective: CRC-32 detects every error burst of <= 32 bits).  The
+ * reduced basis of U's image and x^(-8*2^k) are computed once at load time.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <isa-l/crc.h>
+
+#include "wire/icrc.h"
+#include "wire/wire.h"
+
+#define CRC32_POLY_REFL 0xEDB88320u /* x^32 + x^26 + ... + 1, bit-reversed, x^32 implicit */
+#define X0 0x80000000u              /* the polynomial 1 in reflected form */
+
+#define IPV4_HLEN 20
+#define IPV6_HLEN 40
+#define UDP_HLEN 8
+#define IPV4_DF 0x40                /* in byte 6 of the IPv4 header */
+#define IPV4_ID_OFF 4
+#define MIN_PKT (UROCE_BTH_LEN + UROCE_ICRC_LEN)
+
+uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32_gzip_refl(crc, (const unsigned char *)buf, len);
+}
+
+/* ---------------------------------------------------------------------------
+ * Building the masked prefix.  Returns its length.
+ */
+static size_t put_ff8(uint8_t *b)
+{
+	memset(b, 0xFF, 8); /* RoCEv2 A17.3.3: stands in for the (absent) LRH */
+	return 8;
+}
+
+static size_t put_udp_bth(uint8_t *b, uint16_t sport, uint16_t dport, size_t len, const uint8_t *pkt)
+{
+	uroce_put_be16(b, sport);
+	uroce_put_be16(b + 2, dport);
+	uroce_put_be16(b + 4, (uint16_t)(UDP_HLEN + len));
+	b[6] = b[7] = 0xFF;              /* UDP checksum is variant */
+	memcpy(b + 8, pkt, UROCE_BTH_LEN);
+	b[8 + 4] = 0xFF;                 /* BTH FECN, BECN, Resv6 are variant */
+	return UDP_HLEN + UROCE_BTH_LEN;
+}
+
+/* uroce's own IPv4 header, masked: no options, ID 0, DF, protocol UDP. */
+static size_t put_ipv4(uint8_t *b, const struct uroce_icrc_addr *a, size_t len)
+{
+	b[0] = 0x45;
+	b[1] = 0xFF;                     /* TOS (DSCP + ECN) */
+	uroce_put_be16(b + 2, (uint16_t)(IPV4_HLEN + UDP_HLEN + len));
+	b[4] = b[5] = 0;                 /* Identification: Linux sends 0 with DF set */
+	b[6] = IPV4_DF;
+	b[7] = 0;
+	b[8] = 0xFF;                     /* TTL */
+	b[9] = IPPROTO_UDP;
+	b[10] = b[11] = 0xFF;            /* header checksum */
+	memcpy(b + 12, &a->src.v4, 4);
+	memcpy(b + 16, &a->dst.v4, 4);
+	return IPV4_HLEN;
+}
+
+static size_t put_ipv6(uint8_t *b, const struct uroce_icrc_addr *a, size_t len)
+{
+	b[0] = 0x6F;                     /* version 6, traffic class and flow label all ones */
+	b[1] = b[2] = b[3] = 0xFF;
+	uroce_put_be16(b + 4, (uint16_t)(UDP_HLEN + len));
+	b[6] = IPPROTO_UDP;
+	b[7] = 0xFF;                     /* hop limit */
+	memcpy(b + 8, &a->src.v6, 16);
+	memcpy(b + 24, &a->dst.v6, 16);
+	return IPV6_HLEN;
+}
+
+uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len)
+{
+	uint8_t pre[8 + IPV6_HLEN + UDP_HLEN + UROCE_BTH_LEN];
+	size_t n;
+	uint32_t crc;
+
+	if (len < MIN_PKT)
+		return 0;
+	n = put_ff8(pre);
+	n += a->family == AF_INET6 ? put_ipv6(pre + n, a, len) : put_ipv4(pre + n, a, len);
+	n += put_udp_bth(pre + n, a->sport, a->dport, len, pkt);
+	crc = uroce_crc32(0, pre, n);
+	return uroce_crc32(crc, pkt + UROCE_BTH_LEN, len - UROCE_BTH_LEN - UROCE_ICRC_LEN);
+}
+
+void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len)
+{
+	if (len >= MIN_PKT)
+		uroce_put_le32(pkt + len - UROCE_ICRC_LEN, uroce_icrc_compute(a, pkt, len));
+}
+
+int uroce_icrc_frame(int family, const uint8_t *ip, size_t ip_len, const uint8_t *udp,
+		     const uint8_t *pkt, size_t len, uint32_t *icrc)
+{
+	uint8_t pre[8 + 60 + UDP_HLEN + UROCE_BTH_LEN];
+	size_t n;
+	uint32_t crc;
+
+	if (len < MIN_PKT)
+		return -EINVAL;
+	n = put_ff8(pre);
+	if (family == AF_INET) {
+		if (ip_len < IPV4_HLEN || ip_len > 60)
+			return -EINVAL;
+		memcpy(pre + n, ip, ip_len);
+		pre[n + 1] = 0xFF;
+		pre[n + 8] = 0xFF;
+		pre[n + 10] = pre[n + 11] = 0xFF;
+		n += ip_len;
+	} else if (family == AF_INET6) {
+		if (ip_len != IPV6_HLEN)
+			return -EPROTONOSUPPORT; /* extension headers: not covered here */
+		memcpy(pre + n, ip, ip_len);
+		pre[n] |= 0x0F;
+		pre[n + 1] = pre[n + 2] = pre[n + 3] = 0xFF;
+		pre[n + 7] = 0xFF;
+		n += ip_len;
+	} else {
+		return -EINVAL;
+	}
+	memcpy(pre + n, udp, 6);
+	pre[n + 6] = pre[n + 7] = 0xFF;
+	memcpy(pre + n + UDP_HLEN, pkt, UROCE_BTH_LEN);
+	pre[n + UDP_HLEN + 4] = 0xFF;
+	n += UDP_HLEN + UROCE_BTH_LEN;
+	crc = uroce_crc32(0, pre, n);
+	*icrc = uroce_crc32(crc, pkt + UROCE_BTH_LEN, len - UROCE_BTH_LEN - UROCE_ICRC_LEN);
+	return 0;
+}
+
+bool uroce_icrc_frame_ok(int family, const uint8_t *ip, size_t ip_len, const uint8_t *udp,
+			 const uint8_t *pkt, size_t len)
+{
+	uint32_t c;
+
+	return uroce_icrc_frame(family, ip, ip_len, udp, pkt, len, &c) == 0 &&
+	       c == uroce_get_le32(pkt + len - UROCE_ICRC_LEN);
+}
+
+/* ---------------------------------------------------------------------------
+ * GF(2)[x] mod P in the reflected representation (bit 31 = x^0, bit 0 = x^31).
+ */
+static uint32_t mul_x(uint32_t r)
+{
+	return (r & 1) ? (r >> 1) ^ CRC32_POLY_REFL : r >> 1;
+}
+
+/* Inverse of mul_x: x is invertible mod P because P(0) = 1.  mul_x() xors the
+ * polynomial (whose x^0 bit is bit 31) exactly when it reduced, and r >> 1
+ * never has bit 31, so bit 31 of the product tells which case happened. */
+static uint32_t div_x(uint32_t s)
+{
+	return (s & X0) ? ((s ^ CRC32_POLY_REFL) << 1) | 1u : s << 1;
+}
+
+static uint32_t gf2_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	for (uint32_t bit = X0; bit; bit >>= 1) {
+		if (a & bit)
+			r ^= b;
+		b = mul_x(b);
+	}
+	return r;
+}
+
+/* The CRC of a short message with zero init and no final xor (the linear part). */
+static uint32_t crc_lin(const uint8_t *m, size_t n)
+{
+	static const uint8_t zeros[8];
+
+	return uroce_crc32(0, m, n) ^ uroce_crc32(0, zeros, n);
+}
+
+static struct {
+	uint32_t xinv8[64];     /* x^(-8 * 2^k) mod P */
+	uint32_t vec[16];       /* fully reduced basis of U's image */
+	uint16_t comb[16];      /* which ID bits each basis vector is made of */
+	uint32_t piv[16];       /* pivot bit of each vector (set in no other vector) */
+	uint32_t df;            /* the DF bit's contribution, in the same (shifted) frame */
+	int ok;
+} solver;
+
+__attribute__((constructor)) static void solver_init(void)
+{
+	uint32_t v = X0;
+	int n = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = div_x(v);
+	solver.xinv8[0] = v;
+	for (int k = 1; k < 64; k++)
+		solver.xinv8[k] = gf2_mulmod(solver.xinv8[k - 1], solver.xinv8[k - 1]);
+
+	for (int i = 0; i < 16; i++) {
+		uint8_t id[2];
+		uint16_t c = (uint16_t)(1u << i);
+
+		uroce_put_be16(id, c);
+		v = crc_lin(id, 2);
+		for (int j = 0; j < n; j++)
+			if (v & solver.piv[j]) {
+				v ^= solver.vec[j];
+				c ^= solver.comb[j];
+			}
+		if (!v)
+			return; /* cannot happen (burst <= 32 bits); solver stays disabled */
+		uint32_t p = 1u << (31 - __builtin_clz(v));
+		for (int j = 0; j < n; j++)
+			if (solver.vec[j] & p) {
+				solver.vec[j] ^= v;
+				solver.comb[j] ^= c;
+			}
+		solver.vec[n] = v;
+		solver.comb[n] = c;
+		solver.piv[n] = p;
+		n++;
+	}
+	/* DF sits in the byte after the ID: one byte less of shift than the ID. */
+	{
+		uint8_t b = IPV4_DF;
+		solver.df = gf2_mulmod(crc_lin(&b, 1), solver.xinv8[0]);
+	}
+	solver.ok = 1;
+}
+
+/* d * x^(-8n) mod P. */
+static uint32_t unshift_bytes(uint32_t d, uint64_t n)
+{
+	for (int k = 0; n && k < 64; k++, n >>= 1)
+		if (n & 1)
+			d = gf2_mulmod(d, solver.xinv8[k]);
+	return d;
+}
+
+/* Solve U(id) = d; returns 0 and *id, or -1 if d is not in U's image. */
+static int solve_id(uint32_t d, uint16_t *id)
+{
+	uint16_t r = 0;
+
+	for (int j = 0; j < 16; j++)
+		if (d & solver.piv[j]) {
+			d ^= solver.vec[j];
+			r ^= solver.comb[j];
+		}
+	if (d)
+		return -1;
+	*id = r;
+	return 0;
+}
+
+enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					 size_t len, unsigned flags, uint16_t *ip_id)
+{
+	uint32_t rx, delta, d;
+	uint16_t id;
+
+	if (len < MIN_PKT)
+		return UROCE_ICRC_BAD;
+	rx = uroce_get_le32(pkt + len - UROCE_ICRC_LEN);
+	delta = uroce_icrc_compute(a, pkt, len) ^ rx;
+	if (!delta) {
+		if (ip_id)
+			*ip_id = 0;
+		return UROCE_ICRC_OK;
+	}
+	if (a->family != AF_INET || !(flags & UROCE_ICRC_RX_SOLVE_ID) || !solver.ok)
+		return UROCE_ICRC_BAD;
+	/* Bytes after the ID field: IPv4 bytes 6..19, UDP header, BTH..pad. */
+	d = unshift_bytes(delta, (IPV4_HLEN - IPV4_ID_OFF - 2) + UDP_HLEN + (len - UROCE_ICRC_LEN));
+	if (solve_id(d, &id) == 0 ||
+	    ((flags & UROCE_ICRC_RX_DF_ANY) && solve_id(d ^ solver.df, &id) == 0)) {
+		if (ip_id)
+			*ip_id = id;
+		return UROCE_ICRC_OK_ID;
+	}
+	return UROCE_ICRC_BAD;
+}

@@ -1,0 +1,93 @@
+/* icrc.h — the RoCEv2 Invariant CRC (RoCEv2 Annex A17.3.3, IBA 7.8.1).
+ *
+ * ICRC = CRC-32 (IEEE 802.3; identical to zlib's crc32()) over
+ *     8 bytes 0xFF (stand-in for the LRH RoCEv2 does not have)
+ *   | IP header, variant fields set to ones
+ *         IPv4: TOS, TTL, header checksum;  IPv6: traffic class, flow label, hop limit
+ *   | UDP header, checksum set to 0xFFFF
+ *   | BTH with byte 4 (FECN, BECN, 6 reserved bits) set to 0xFF
+ *   | the remaining headers, payload and pad
+ * stored in the last 4 bytes of the UDP payload least-significant byte first.
+ *
+ * Two families of calls:
+ *  - data path (uroce_icrc_addr): the IP/UDP headers are synthesised from the
+ *    addresses, ports and the UDP payload length, as Linux sends them from a
+ *    uroce socket: IPv4 without options, Identification 0, DF set (with
+ *    IP_PMTUDISC_DO Linux sends ID 0; docs/wire.md), protocol UDP.
+ *  - frames (uroce_icrc_frame): the IP header of a captured frame as-is.
+ *
+ * Receive and the unknown IPv4 Identification: see uroce_icrc_verify() and
+ * docs/wire.md "ICRC on receive".
+ *
+ * All calls are pure functions of their arguments (a few constant tables are
+ * built at compile time), thread-safe, and never read outside the buffers given.
+ */
+#ifndef UROCE_WIRE_ICRC_H
+#define UROCE_WIRE_ICRC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+/* Addresses and ports of a packet, as the data path knows them. */
+struct uroce_icrc_addr {
+	int family;                 /* AF_INET or AF_INET6 */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	} src, dst;                 /* network byte order, as in sockaddr */
+	uint16_t sport, dport;      /* host byte order */
+};
+
+enum uroce_icrc_status {
+	UROCE_ICRC_UNCHECKED = 0,
+	UROCE_ICRC_OK,      /* full 32-bit match with the synthesised headers (ID 0, DF) */
+	UROCE_ICRC_OK_ID,   /* IPv4 only: matched for exactly one Identification value,
+			     * recovered from the ICRC; 16 bits of checking remained */
+	UROCE_ICRC_BAD,
+};
+
+/* Flags of uroce_icrc_verify(). */
+#define UROCE_ICRC_RX_SOLVE_ID 0x1u /* IPv4: on mismatch, solve for the 16-bit Identification */
+#define UROCE_ICRC_RX_DF_ANY   0x2u /* ...and also accept a sender that cleared DF (15 bits left) */
+
+/* CRC-32 as zlib's crc32(crc, buf, len) (chainable; start with 0), via ISA-L. */
+uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
+
+/*
+ * ICRC of the UDP payload @pkt (len bytes, ICRC slot included; len >= 16) sent
+ * from a uroce socket: IPv4 ID 0 + DF, or IPv6 with the addresses of @a.
+ * Returns the ICRC value (store with uroce_put_le32 at pkt + len - 4).
+ * The last 4 bytes are not read.  @len < 16 returns 0.
+ */
+uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len);
+
+/* Compute and store the ICRC in the last 4 bytes of @pkt. */
+void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len);
+
+/*
+ * Check the ICRC of a received UDP payload whose IP header the receiver did not
+ * see.  First a full 32-bit check assuming the sender was uroce (IPv4 ID 0, DF).
+ * If that fails, the packet is IPv4 and flags has UROCE_ICRC_RX_SOLVE_ID: solve
+ * for the Identification (CRC-32 is linear over GF(2)); accept only if the
+ * difference lies in the image of the 16 ID bits, and store the ID in *ip_id.
+ * Returns UROCE_ICRC_OK, UROCE_ICRC_OK_ID or UROCE_ICRC_BAD.  @ip_id may be NULL.
+ */
+enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					 size_t len, unsigned flags, uint16_t *ip_id);
+
+/*
+ * ICRC computed over a captured frame's own IP header.  @ip/@ip_len is the IP
+ * header (IPv4 with options, or the 40-byte IPv6 header; extension headers are
+ * not supported: -EPROTONOSUPPORT), @udp the 8-byte UDP header, @pkt/@len the
+ * UDP payload including the ICRC slot.  Returns 0 and *icrc, or -EINVAL.
+ */
+int uroce_icrc_frame(int family, const uint8_t *ip, size_t ip_len, const uint8_t *udp,
+		     const uint8_t *pkt, size_t len, uint32_t *icrc);
+
+/* The same, compared with the ICRC stored in the packet: true if it matches. */
+bool uroce_icrc_frame_ok(int family, const uint8_t *ip, size_t ip_len, const uint8_t *udp,
+			 const uint8_t *pkt, size_t len);
+
+#endif
