@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "both paths resolved to the same library\n");
 		return 1;
 	}
-	/* Every value an 8-bit-wide enum could plausibly grow to, plus extremes. */
+	/* -2..64 (the 16 events and well past them), then INT_MIN, -1000, INT_MAX. */
 	for (v = -2; v <= 64 + 3; v++) {
 		int val = v <= 64 ? v : extremes[v - 65];
 		const char *a = ours(val), *b = ref(val);
