@@ -733,8 +733,10 @@ static void load(const char *name, struct golden *g)
 	char path[4096];
 	const char *dir = getenv("UROCE_TEST_DATA");
 
-	if (!dir)
+	if (!dir) {
 		skip();
+		return;
+	}
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	memset(g, 0, sizeof(*g));
 	int found = mad_pcap_foreach(path, collect, g);
