@@ -1,8 +1,9 @@
 /* mad_pcap.c — locate GSI MADs in RoCEv2 captures.
  *
- * RoCEv2 Annex A17: UDP dport 4791 carries BTH (12 B); a UD SEND_ONLY (0x64) or
- * SEND_ONLY_WITH_IMMEDIATE (0x65) to QP1 carries DETH (8 B) [+ ImmDt (4 B)], then the
- * MAD, then pad (BTH PadCnt) and the 4-byte ICRC (IBA 13.5: MADs travel on QP1). */
+ * A MAD is the payload of a UD SEND to QP1 (IBA 13.5; RoCEv2 Annex A17 puts BTH +
+ * DETH in UDP 4791).  The packet is checked and taken apart by the wire module's
+ * validator (src/wire/wire.h), ICRC included, so the MAD is exactly the bytes between
+ * DETH [+ ImmDt] and pad + ICRC. */
 #include "mad_pcap.h"
 
 #include <errno.h>
@@ -10,6 +11,8 @@
 
 #include "net/frame.h"
 #include "net/pcap_io.h"
+#include "wire/icrc.h"
+#include "wire/wire.h"
 
 struct walk {
 	mad_pcap_cb cb;
@@ -21,26 +24,23 @@ static int on_frame(void *arg, unsigned idx, const struct timeval *ts, const uin
 		    size_t len, int linktype)
 {
 	struct walk *w = arg;
+	struct uroce_rx_ctx ctx = { 0 };
 	struct uroce_frame f;
-	const uint8_t *p;
-	size_t hdr, pad;
+	struct uroce_pkt p;
 
 	(void)ts;
 	if (uroce_pcap_frame(frame, len, linktype, &f) != 0 || f.dport != UROCE_UDP_PORT)
 		return 0;
-	p = f.payload;
-	if (f.payload_len < 12)
+	if (uroce_pkt_validate(f.payload, f.payload_len, &ctx, &p) != UROCE_RX_OK)
 		return 0;
-	if (p[0] != 0x64 && p[0] != 0x65)
+	if (uroce_opcode_transport(p.bth.opcode) != UROCE_TRANSPORT_UD || p.bth.dqpn != 1u)
 		return 0;
-	if (((uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7]) != 1)
+	if (!uroce_icrc_frame_ok(f.family, f.ip, f.ip_len, f.udp, f.payload, f.payload_len)) {
+		fprintf(stderr, "frame %u: MAD with a bad ICRC, skipped\n", idx);
 		return 0;
-	hdr = 12 + 8 + (p[0] == 0x65 ? 4 : 0);
-	pad = (p[1] >> 4) & 3;
-	if (f.payload_len < hdr + pad + 4)
-		return 0;
+	}
 	w->count++;
-	return w->cb(w->arg, idx, p + hdr, f.payload_len - hdr - pad - 4);
+	return w->cb(w->arg, idx, p.payload, p.payload_len);
 }
 
 int mad_pcap_foreach(const char *path, mad_pcap_cb cb, void *arg)
