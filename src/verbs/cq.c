@@ -1,0 +1,373 @@
+/* cq.c — completion queues and completion channels.
+ *
+ * A CQ is a ring of struct ibv_wc.  Notification follows IBA 11.4.2.2: a CQ is
+ * armed by ibv_req_notify_cq for the next completion or for the next solicited
+ * (or error) completion; the arm is one-shot.  When it fires, the CQ is queued on
+ * its channel and one token byte is written to the channel's pipe, so the fd is
+ * readable exactly while events are pending (poll/epoll/O_NONBLOCK work as with
+ * rdma-core; abi-compat §5.8).  Destroying a CQ withdraws its undelivered event,
+ * then waits for the application to ack the delivered ones, as the kernel does.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "verbs/verbs.h"
+
+/* ---------------------------------------------------------- comp channel */
+
+int uroce_comp_channel_create(struct uroce_context *ctx, struct uroce_comp_channel **out)
+{
+	struct uroce_comp_channel *ch;
+	int fds[2], ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC)) {
+		ret = -errno;
+		free(ch);
+		return ret;
+	}
+	/* The library side never blocks on a full pipe: one token per pending CQ. */
+	fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	ch->ch.context = &ctx->vctx.context;
+	ch->ch.fd = fds[0];
+	ch->ch.refcnt = 0;
+	ch->wfd = fds[1];
+	pthread_mutex_init(&ch->lock, NULL);
+	uroce_list_init(&ch->pending);
+	*out = ch;
+	return 0;
+}
+
+int uroce_comp_channel_destroy(struct uroce_comp_channel *ch)
+{
+	struct ibv_context *ctx = ch->ch.context;
+
+	pthread_mutex_lock(&ctx->mutex);
+	if (ch->ch.refcnt) {
+		pthread_mutex_unlock(&ctx->mutex);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&ctx->mutex);
+	close(ch->ch.fd);
+	close(ch->wfd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch);
+	return 0;
+}
+
+int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cqp)
+{
+	for (;;) {
+		char token;
+		ssize_t r = read(ch->ch.fd, &token, 1);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		pthread_mutex_lock(&ch->lock);
+		if (!uroce_list_empty(&ch->pending)) {
+			struct uroce_cq *cq = container_of(ch->pending.next, struct uroce_cq, ev_node);
+
+			uroce_list_del(&cq->ev_node);
+			cq->on_channel = false;
+			cq->comp_events_delivered++;
+			pthread_mutex_unlock(&ch->lock);
+			*cqp = (struct ibv_cq *)&cq->cqx;
+			return 0;
+		}
+		/* The token of an event withdrawn by a CQ destroy. */
+		pthread_mutex_unlock(&ch->lock);
+	}
+}
+
+/* Called with cq->lock held. */
+static void notify(struct uroce_cq *cq)
+{
+	struct uroce_comp_channel *ch;
+	char token = 0;
+
+	if (!cq->cqx.channel)
+		return;
+	ch = container_of(cq->cqx.channel, struct uroce_comp_channel, ch);
+	pthread_mutex_lock(&ch->lock);
+	if (!cq->on_channel) {
+		uroce_list_add_tail(&ch->pending, &cq->ev_node);
+		cq->on_channel = true;
+		if (write(ch->wfd, &token, 1) != 1) {
+			/* Pipe full (65536 pending CQs): the event stays queued and the
+			 * next token written will reach it. */
+		}
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* --------------------------------------------------------------- CQ ring */
+
+static uint32_t ring_size_for(uint32_t cqe)
+{
+	uint32_t s = 1;
+
+	while (s < cqe)
+		s <<= 1;
+	return s;
+}
+
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	bool error = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->tail - cq->head >= (uint32_t)cq->cqx.cqe) {
+		/* IBA 11.4.2.1 (C11-13): overrun is a CQ error, reported as an
+		 * affiliated asynchronous event. */
+		if (!cq->overflowed) {
+			cq->overflowed = true;
+			error = true;
+		}
+		pthread_mutex_unlock(&cq->lock);
+		if (error)
+			uroce_async_event_post(cq->uctx, IBV_EVENT_CQ_ERR, &cq->cqx, 0);
+		return -ENOSPC;
+	}
+	cq->ring[cq->tail & (cq->size - 1)] = *wc;
+	cq->tail++;
+	if (cq->arm == UROCE_CQ_ARM_NEXT ||
+	    (cq->arm == UROCE_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) {
+		cq->arm = UROCE_CQ_DISARMED;
+		notify(cq);
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc)
+{
+	int got = 0;
+
+	if (n < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	while (got < n && cq->head != cq->tail) {
+		wc[got++] = cq->ring[cq->head & (cq->size - 1)];
+		cq->head++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return got;
+}
+
+int uroce_cq_arm(struct uroce_cq *cq, int solicited_only)
+{
+	pthread_mutex_lock(&cq->lock);
+	/* A stronger arm is never weakened: NEXT covers SOLICITED. */
+	if (!solicited_only)
+		cq->arm = UROCE_CQ_ARM_NEXT;
+	else if (cq->arm == UROCE_CQ_DISARMED)
+		cq->arm = UROCE_CQ_ARM_SOLICITED;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+int uroce_cq_resize(struct uroce_cq *cq, int cqe)
+{
+	struct ibv_wc *ring;
+	uint32_t size, count;
+
+	if (cqe < 1 || cqe > UROCE_MAX_CQE)
+		return -EINVAL;
+	size = ring_size_for((uint32_t)cqe);
+	ring = calloc(size, sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	pthread_mutex_lock(&cq->lock);
+	count = cq->tail - cq->head;
+	if (count > (uint32_t)cqe) {
+		pthread_mutex_unlock(&cq->lock);
+		free(ring);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < count; i++)
+		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->size = size;
+	cq->head = 0;
+	cq->tail = count;
+	cq->cqx.cqe = (int)size;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------ ibv_cq_ex poll API */
+
+static struct uroce_cq *cqx_priv(struct ibv_cq_ex *c) { return (struct uroce_cq *)c; }
+
+static int cqx_take(struct uroce_cq *cq)
+{
+	if (cq->head == cq->tail)
+		return ENOENT;
+	cq->cur = cq->ring[cq->head & (cq->size - 1)];
+	cq->head++;
+	cq->cqx.status = cq->cur.status;
+	cq->cqx.wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+/* start_poll takes the CQ lock and keeps it until end_poll, unless it returns
+ * ENOENT (the ibv_start_poll contract). */
+static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	struct uroce_cq *cq = cqx_priv(c);
+	int ret;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	ret = cqx_take(cq);
+	if (ret)
+		pthread_mutex_unlock(&cq->lock);
+	return ret;
+}
+static int cqx_next_poll(struct ibv_cq_ex *c) { return cqx_take(cqx_priv(c)); }
+static void cqx_end_poll(struct ibv_cq_ex *c) { pthread_mutex_unlock(&cqx_priv(c)->lock); }
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.opcode; }
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.vendor_err; }
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.byte_len; }
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.imm_data; }
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.qp_num; }
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.src_qp; }
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.wc_flags; }
+static uint32_t cqx_read_slid(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.slid; }
+static uint8_t cqx_read_sl(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.sl; }
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.dlid_path_bits; }
+/* Fields we never offer (create_cq_ex refuses their wc_flags); still filled so no
+ * pointer is NULL. */
+static uint64_t cqx_read_zero64(struct ibv_cq_ex *c) { (void)c; return 0; }
+static uint16_t cqx_read_zero16(struct ibv_cq_ex *c) { (void)c; return 0; }
+static uint32_t cqx_read_zero32(struct ibv_cq_ex *c) { (void)c; return 0; }
+static void cqx_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
+{
+	(void)c;
+	memset(tm, 0, sizeof(*tm));
+}
+
+/* ------------------------------------------------------------ create/destroy */
+
+int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex *attr,
+		    struct uroce_cq **out)
+{
+	struct uroce_cq *cq;
+	int ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	if (attr->cqe < 1 || attr->cqe > UROCE_MAX_CQE)
+		return -EINVAL;
+	if (attr->comp_vector >= (uint32_t)ctx->vctx.context.num_comp_vectors)
+		return -EINVAL;
+	if (attr->wc_flags & ~(uint64_t)UROCE_CQ_WC_FLAGS)
+		return -EOPNOTSUPP;
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		return -EOPNOTSUPP;   /* parent domains: not offered */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		return -EOPNOTSUPP;
+	if (attr->channel && attr->channel->context != &ctx->vctx.context)
+		return -EINVAL;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->size = ring_size_for(attr->cqe);
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		return -ENOMEM;
+	}
+	cq->uctx = ctx;
+	cq->wc_flags = attr->wc_flags;
+	pthread_mutex_init(&cq->lock, NULL);
+	uroce_list_init(&cq->ev_node);
+
+	struct ibv_cq_ex *x = &cq->cqx;
+
+	x->context = &ctx->vctx.context;
+	x->channel = attr->channel;
+	x->cq_context = attr->cq_context;
+	x->cqe = (int)cq->size;
+	pthread_mutex_init(&x->mutex, NULL);
+	pthread_cond_init(&x->cond, NULL);
+	x->start_poll = cqx_start_poll;
+	x->next_poll = cqx_next_poll;
+	x->end_poll = cqx_end_poll;
+	x->read_opcode = cqx_read_opcode;
+	x->read_vendor_err = cqx_read_vendor_err;
+	x->read_byte_len = cqx_read_byte_len;
+	x->read_imm_data = cqx_read_imm_data;
+	x->read_qp_num = cqx_read_qp_num;
+	x->read_src_qp = cqx_read_src_qp;
+	x->read_wc_flags = cqx_read_wc_flags;
+	x->read_slid = cqx_read_slid;
+	x->read_sl = cqx_read_sl;
+	x->read_dlid_path_bits = cqx_read_dlid_path_bits;
+	x->read_completion_ts = cqx_read_zero64;
+	x->read_completion_wallclock_ns = cqx_read_zero64;
+	x->read_cvlan = cqx_read_zero16;
+	x->read_flow_tag = cqx_read_zero32;
+	x->read_tm_info = cqx_read_tm_info;
+
+	if (attr->channel) {
+		pthread_mutex_lock(&ctx->vctx.context.mutex);
+		attr->channel->refcnt++;
+		pthread_mutex_unlock(&ctx->vctx.context.mutex);
+	}
+	*out = cq;
+	return 0;
+}
+
+int uroce_cq_destroy(struct uroce_cq *cq)
+{
+	struct ibv_cq_ex *x = &cq->cqx;
+
+	if (atomic_load(&cq->usecnt))
+		return -EBUSY;
+	if (x->channel) {
+		struct uroce_comp_channel *ch = container_of(x->channel, struct uroce_comp_channel, ch);
+
+		pthread_mutex_lock(&ch->lock);
+		if (cq->on_channel) {
+			uroce_list_del(&cq->ev_node);
+			cq->on_channel = false;
+		}
+		pthread_mutex_unlock(&ch->lock);
+	}
+	/* Wait for ibv_ack_cq_events of every event handed out (ibv_get_cq_event(3)). */
+	pthread_mutex_lock(&x->mutex);
+	while (x->comp_events_completed < cq->comp_events_delivered)
+		pthread_cond_wait(&x->cond, &x->mutex);
+	pthread_mutex_unlock(&x->mutex);
+	uroce_async_event_drain(cq->uctx, x, cq->async_events_delivered,
+				&x->mutex, &x->cond, &x->async_events_completed);
+	if (x->channel) {
+		pthread_mutex_lock(&x->context->mutex);
+		x->channel->refcnt--;
+		pthread_mutex_unlock(&x->context->mutex);
+	}
+	pthread_mutex_destroy(&cq->lock);
+	pthread_cond_destroy(&x->cond);
+	pthread_mutex_destroy(&x->mutex);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}

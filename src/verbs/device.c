@@ -1,0 +1,630 @@
+/* device.c — devices, contexts, async events and the query verbs.
+ *
+ * Devices come from uroced (one per netdev).  The process keeps an immortal table
+ * of struct uroce_device: a device once seen keeps its address for the life of the
+ * process, so repeated ibv_get_device_list calls (UCX, libfabric) return the same
+ * pointers and names (abi-compat §3.3, §5.7).
+ *
+ * A context holds its own daemon connection.  A watcher thread waits for that
+ * connection to hang up: uroced's death is the user-space equivalent of a hot
+ * unplug, so it raises IBV_EVENT_DEVICE_FATAL (IBA 11.6.3.1, "unaffiliated
+ * asynchronous event") and every later verb that needs the device fails with EIO.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <endian.h>
+
+#include "verbs/verbs.h"
+
+const char uroce_device_marker[] = "uroce";
+
+/* ------------------------------------------------------------------ devices */
+
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uroce_device **devices;   /* grows; entries never freed */
+static unsigned num_devices;
+
+#if UROCE_HAVE_IPC
+static struct uroce_device *device_new(const struct uroce_dev_info *info, unsigned index)
+{
+	struct uroce_device *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->ibdev.node_type = IBV_NODE_CA;
+	/* RoCE is IB transport; the Ethernet link layer is a port property. */
+	d->ibdev.transport_type = IBV_TRANSPORT_IB;
+	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%s", info->name);
+	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%u", index);
+	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
+		 "/sys/class/infiniband_verbs/uverbs%u", index);
+	/* There is no sysfs for us; this path does not exist, so sysfs readers
+	 * (ibv_devinfo's board_id, UCX's PCI probing) find nothing and move on. */
+	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path),
+		 "/sys/class/infiniband/%s", info->name);
+	d->ops = uroce_device_marker;
+	d->index = index;
+	pthread_mutex_init(&d->info_lock, NULL);
+	d->info = *info;
+	return d;
+}
+#endif
+
+void uroce_device_info(struct uroce_device *dev, struct uroce_dev_info *out)
+{
+	pthread_mutex_lock(&dev->info_lock);
+	*out = dev->info;
+	pthread_mutex_unlock(&dev->info_lock);
+}
+
+void uroce_device_set_info(struct uroce_device *dev, const struct uroce_dev_info *info)
+{
+	pthread_mutex_lock(&dev->info_lock);
+	dev->info = *info;
+	pthread_mutex_unlock(&dev->info_lock);
+}
+
+#if UROCE_HAVE_IPC
+/* Merge the daemon's table into ours.  Caller holds devices_lock.  Marks in
+ * `present` which of our devices the daemon listed. */
+static int merge_devices(const struct uroce_dev_info *infos, unsigned n, bool *present, unsigned cap)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j;
+
+		for (j = 0; j < num_devices; j++)
+			if (!strncmp(devices[j]->ibdev.name, infos[i].name, sizeof(devices[j]->ibdev.name)))
+				break;
+		if (j == num_devices) {
+			struct uroce_device **grown = realloc(devices, (num_devices + 1) * sizeof(*grown));
+			struct uroce_device *d;
+
+			if (!grown)
+				return -ENOMEM;
+			devices = grown;
+			d = device_new(&infos[i], num_devices);
+			if (!d)
+				return -ENOMEM;
+			devices[num_devices++] = d;
+		} else {
+			uroce_device_set_info(devices[j], &infos[i]);
+		}
+		if (j < cap)
+			present[j] = true;
+	}
+	return 0;
+}
+#endif
+
+int uroce_device_list(struct ibv_device ***list, int *n)
+{
+#if UROCE_HAVE_IPC
+	struct uroce_ipc *ipc;
+	struct uroce_dev_info *infos = NULL;
+	unsigned ninfo = 0, count = 0;
+	struct ibv_device **out;
+	bool *present;
+	int ret;
+
+	ret = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+	if (ret)
+		return ret;
+	ret = uroce_ipc_devices(ipc, &infos, &ninfo);
+	uroce_ipc_close(ipc);
+	if (ret)
+		return ret;
+
+	pthread_mutex_lock(&devices_lock);
+	present = calloc(num_devices + ninfo + 1, sizeof(*present));
+	if (!present) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	ret = merge_devices(infos, ninfo, present, num_devices + ninfo);
+	if (ret)
+		goto out_present;
+	out = calloc(num_devices + 1, sizeof(*out));
+	if (!out) {
+		ret = -ENOMEM;
+		goto out_present;
+	}
+	for (unsigned j = 0; j < num_devices; j++)
+		if (present[j])
+			out[count++] = &devices[j]->ibdev;
+	*list = out;
+	*n = (int)count;
+out_present:
+	free(present);
+out_unlock:
+	pthread_mutex_unlock(&devices_lock);
+	free(infos);
+	return ret;
+#else
+	(void)list;
+	(void)n;
+	return -ENOSYS;
+#endif
+}
+
+/* ------------------------------------------------------------- async events */
+
+static int pipe_nonblock_write_end(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	if (fcntl(fds[1], F_SETFL, O_NONBLOCK)) {
+		int e = errno;
+
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
+	return 0;
+}
+
+void uroce_async_event_post(struct uroce_context *ctx, enum ibv_event_type type, void *obj, int port)
+{
+	struct uroce_async_ev *e = calloc(1, sizeof(*e));
+	char token = 0;
+
+	if (!e) {
+		ctx->async_dropped++;
+		return;
+	}
+	e->ev.event_type = type;
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		e->ev.element.cq = obj;
+		break;
+	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+		e->ev.element.qp = obj;
+		break;
+	case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED:
+		e->ev.element.srq = obj;
+		break;
+	default:
+		e->ev.element.port_num = port;
+		break;
+	}
+	pthread_mutex_lock(&ctx->async_lock);
+	uroce_list_add_tail(&ctx->async_queue, &e->node);
+	/* One token per queued event keeps the fd readable exactly while events wait. */
+	if (write(ctx->async_wfd, &token, 1) != 1)
+		ctx->async_dropped++;
+	pthread_mutex_unlock(&ctx->async_lock);
+}
+
+/* Per-object "delivered" counters live in our private objects; the public
+ * objects carry the "completed" (acked) counters. */
+static void count_delivered(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		uroce_cq_from_ib(ev->element.cq)->async_events_delivered++;
+		break;
+	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+		uroce_qp_from_ib(ev->element.qp)->events_delivered++;
+		break;
+	case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED:
+		uroce_srq_from_ib(ev->element.srq)->events_delivered++;
+		break;
+	default:
+		break;
+	}
+}
+
+int uroce_async_event_get(struct uroce_context *ctx, struct ibv_async_event *ev)
+{
+	int fd = ctx->vctx.context.async_fd;
+
+	for (;;) {
+		char token;
+		ssize_t r = read(fd, &token, 1);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		pthread_mutex_lock(&ctx->async_lock);
+		if (!uroce_list_empty(&ctx->async_queue)) {
+			struct uroce_async_ev *e = container_of(ctx->async_queue.next,
+								struct uroce_async_ev, node);
+
+			uroce_list_del(&e->node);
+			*ev = e->ev;
+			count_delivered(ev);
+			pthread_mutex_unlock(&ctx->async_lock);
+			free(e);
+			return 0;
+		}
+		/* A token whose event was withdrawn by a destroy: read the next. */
+		pthread_mutex_unlock(&ctx->async_lock);
+	}
+}
+
+static void ack_counter(pthread_mutex_t *m, pthread_cond_t *c, uint32_t *completed)
+{
+	pthread_mutex_lock(m);
+	(*completed)++;
+	pthread_cond_broadcast(c);
+	pthread_mutex_unlock(m);
+}
+
+void uroce_async_event_ack(struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = ev->element.cq;
+
+		ack_counter(&cq->mutex, &cq->cond, &cq->async_events_completed);
+		break;
+	}
+	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = ev->element.qp;
+
+		ack_counter(&qp->mutex, &qp->cond, &qp->events_completed);
+		break;
+	}
+	case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = ev->element.srq;
+
+		ack_counter(&srq->mutex, &srq->cond, &srq->events_completed);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+void uroce_async_event_drain(struct uroce_context *ctx, void *obj, uint32_t delivered,
+			     pthread_mutex_t *mutex, pthread_cond_t *cond, uint32_t *completed)
+{
+	struct uroce_list *n, *next;
+
+	pthread_mutex_lock(&ctx->async_lock);
+	for (n = ctx->async_queue.next; n != &ctx->async_queue; n = next) {
+		struct uroce_async_ev *e = container_of(n, struct uroce_async_ev, node);
+
+		next = n->next;
+		if (e->ev.element.cq == obj) {   /* the union's pointer members alias */
+			uroce_list_del(&e->node);
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&ctx->async_lock);
+
+	/* Like the kernel's destroy: wait until the application acknowledged every
+	 * event it was given for this object (ibv_ack_async_event man page). */
+	pthread_mutex_lock(mutex);
+	while (*completed < delivered)
+		pthread_cond_wait(cond, mutex);
+	pthread_mutex_unlock(mutex);
+}
+
+/* ---------------------------------------------------------------- contexts */
+
+#if UROCE_HAVE_IPC
+static void *watcher_main(void *arg)
+{
+	struct uroce_context *ctx = arg;
+	struct pollfd pfd[2] = {
+		/* POLLRDHUP only: a reply being readable is not a death. */
+		{ .fd = uroce_ipc_fd(ctx->ipc), .events = POLLRDHUP },
+		{ .fd = ctx->stop_pipe[0], .events = POLLIN },
+	};
+
+	for (;;) {
+		int r = poll(pfd, 2, -1);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents)
+			return NULL;
+		if (pfd[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+			atomic_store(&ctx->dead, true);
+			uroce_async_event_post(ctx, IBV_EVENT_DEVICE_FATAL, NULL, 0);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+#endif
+
+int uroce_context_alive(struct uroce_context *ctx)
+{
+	return atomic_load(&ctx->dead) ? -EIO : 0;
+}
+
+int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
+{
+#if UROCE_HAVE_IPC
+	struct uroce_context *ctx;
+	struct uroce_dev_info *infos = NULL;
+	unsigned n = 0;
+	int async[2], ret;
+	bool found = false;
+
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->async_lock, NULL);
+	uroce_list_init(&ctx->async_queue);
+	uroce_list_init(&ctx->qps);
+	ctx->dev = dev;
+
+	ret = uroce_ipc_open(&ctx->ipc, UROCE_IPC_AUTOSTART);
+	if (ret)
+		goto err_free;
+	ret = uroce_ipc_devices(ctx->ipc, &infos, &n);
+	if (ret)
+		goto err_ipc;
+	for (unsigned i = 0; i < n; i++)
+		if (!strncmp(infos[i].name, dev->ibdev.name, sizeof(infos[i].name))) {
+			uroce_device_set_info(dev, &infos[i]);
+			found = true;
+		}
+	free(infos);
+	if (!found) {
+		ret = -ENODEV;
+		goto err_ipc;
+	}
+
+	ret = pipe_nonblock_write_end(async);
+	if (ret)
+		goto err_ipc;
+	ctx->async_wfd = async[1];
+	ret = pipe_nonblock_write_end(ctx->stop_pipe);
+	if (ret)
+		goto err_async;
+
+	struct ibv_context *ib = &ctx->vctx.context;
+
+	ib->device = &dev->ibdev;
+	ib->async_fd = async[0];
+	/* Consumers expect a valid descriptor here (abi-compat §3.2). */
+	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (ib->cmd_fd < 0) {
+		ret = -errno;
+		goto err_stop;
+	}
+	ib->num_comp_vectors = 1;
+	pthread_mutex_init(&ib->mutex, NULL);
+	ib->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->vctx.sz = sizeof(struct verbs_context);
+	uroce_context_set_ops(ctx);
+
+	ret = -pthread_create(&ctx->watcher, NULL, watcher_main, ctx);
+	if (ret)
+		goto err_cmd;
+	ctx->watcher_running = true;
+	*out = ctx;
+	return 0;
+
+err_cmd:
+	close(ib->cmd_fd);
+err_stop:
+	close(ctx->stop_pipe[0]);
+	close(ctx->stop_pipe[1]);
+err_async:
+	close(async[0]);
+	close(async[1]);
+err_ipc:
+	uroce_ipc_close(ctx->ipc);
+err_free:
+	free(ctx);
+	return ret;
+#else
+	(void)dev;
+	(void)out;
+	return -ENOSYS;
+#endif
+}
+
+int uroce_context_close(struct uroce_context *ctx)
+{
+	char b = 0;
+
+	if (ctx->watcher_running) {
+		if (write(ctx->stop_pipe[1], &b, 1) != 1)
+			return -EIO;
+		pthread_join(ctx->watcher, NULL);
+	}
+#if UROCE_HAVE_IPC
+	uroce_ipc_close(ctx->ipc);
+#endif
+	close(ctx->stop_pipe[0]);
+	close(ctx->stop_pipe[1]);
+	close(ctx->vctx.context.async_fd);
+	close(ctx->async_wfd);
+	close(ctx->vctx.context.cmd_fd);
+	while (!uroce_list_empty(&ctx->async_queue)) {
+		struct uroce_async_ev *e = container_of(ctx->async_queue.next, struct uroce_async_ev, node);
+
+		uroce_list_del(&e->node);
+		free(e);
+	}
+	pthread_mutex_destroy(&ctx->vctx.context.mutex);
+	pthread_mutex_destroy(&ctx->async_lock);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ queries */
+
+/* Refresh the device description over this context's connection.  Keeps the
+ * last known one when the daemon cannot answer. */
+static void refresh_info(struct uroce_context *ctx, struct uroce_dev_info *info)
+{
+#if UROCE_HAVE_IPC
+	struct uroce_dev_info *infos = NULL;
+	unsigned n = 0;
+
+	if (!atomic_load(&ctx->dead) && !uroce_ipc_devices(ctx->ipc, &infos, &n)) {
+		for (unsigned i = 0; i < n; i++)
+			if (!strncmp(infos[i].name, ctx->dev->ibdev.name, sizeof(infos[i].name)))
+				uroce_device_set_info(ctx->dev, &infos[i]);
+		free(infos);
+	}
+#endif
+	uroce_device_info(ctx->dev, info);
+}
+
+int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
+{
+	struct uroce_dev_info info;
+	int ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	uroce_device_info(ctx->dev, &info);
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "uroce %s", UROCE_VERSION_STRING);
+	a->node_guid = htobe64(info.node_guid);
+	a->sys_image_guid = htobe64(info.node_guid);
+	a->max_mr_size = UINT64_MAX;
+	a->page_size_cap = 0xFFFFF000;       /* any page size from 4 KiB: memory is plain VA */
+	a->vendor_id = UROCE_VENDOR_ID;
+	a->vendor_part_id = UROCE_VENDOR_PART_ID;
+	a->hw_ver = 0;
+	a->max_qp = UROCE_MAX_QP;
+	a->max_qp_wr = UROCE_MAX_QP_WR;
+	/* What the verbs layer enforces; the transports honour these. */
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
+			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	a->max_sge = UROCE_MAX_SGE;
+	a->max_sge_rd = UROCE_MAX_SGE;
+	a->max_cq = UROCE_MAX_CQ;
+	a->max_cqe = UROCE_MAX_CQE;
+	a->max_mr = UROCE_MAX_MR;
+	a->max_pd = UROCE_MAX_PD;
+	a->max_qp_rd_atom = UROCE_MAX_QP_RD_ATOM;
+	a->max_qp_init_rd_atom = UROCE_MAX_QP_RD_ATOM;
+	a->max_res_rd_atom = UROCE_MAX_RES_RD_ATOM;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_mw = UROCE_MAX_MW;
+	a->max_ah = UROCE_MAX_AH;
+	a->max_srq = UROCE_MAX_SRQ;
+	a->max_srq_wr = UROCE_MAX_SRQ_WR;
+	a->max_srq_sge = UROCE_MAX_SRQ_SGE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = UROCE_NUM_PORTS;
+	/* Multicast arrives with the UD transport; until then none is offered. */
+	return 0;
+}
+
+int uroce_query_device_ex(struct uroce_context *ctx, const struct ibv_query_device_ex_input *in,
+			  struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex full;
+	int ret;
+
+	if (in && in->comp_mask)
+		return -EINVAL;
+	if (attr_size < sizeof(struct ibv_device_attr))
+		return -EINVAL;
+	memset(&full, 0, sizeof(full));
+	ret = uroce_query_device(ctx, &full.orig_attr);
+	if (ret)
+		return ret;
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	full.phys_port_cnt_ex = UROCE_NUM_PORTS;
+	/* Never write past what the caller's struct holds (abi-compat §3.2). */
+	memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
+	return 0;
+}
+
+enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu)
+{
+	uint32_t room = netdev_mtu > UROCE_IB_MTU_OVERHEAD ? netdev_mtu - UROCE_IB_MTU_OVERHEAD : 0;
+
+	if (room >= 4096)
+		return IBV_MTU_4096;
+	if (room >= 2048)
+		return IBV_MTU_2048;
+	if (room >= 1024)
+		return IBV_MTU_1024;
+	if (room >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
+}
+
+int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_attr *a)
+{
+	struct uroce_dev_info info;
+	int ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	if (port != 1)
+		return -EINVAL;
+	refresh_info(ctx, &info);
+	memset(a, 0, sizeof(*a));
+	a->state = info.port_up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	a->max_mtu = IBV_MTU_4096;
+	a->active_mtu = uroce_mtu_from_netdev(info.netdev_mtu);
+	a->gid_tbl_len = UROCE_MAX_GIDS;
+	a->port_cap_flags = IBV_PORT_CM_SUP;
+	a->max_msg_sz = UROCE_MAX_MSG_SZ;
+	a->pkey_tbl_len = 1;
+	a->max_vl_num = 1;
+	a->active_width = 2;                  /* 4X */
+	a->active_speed = 32;                 /* 25 Gb/s per lane (EDR) */
+	a->phys_state = info.port_up ? 5 : 3; /* LinkUp / Disabled */
+	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+int uroce_query_gid(struct uroce_context *ctx, uint8_t port, unsigned index,
+		    union ibv_gid *gid, uint8_t *type, uint32_t *ifindex)
+{
+	struct uroce_dev_info info;
+
+	if (port != 1 || index >= UROCE_MAX_GIDS)
+		return -EINVAL;
+	uroce_device_info(ctx->dev, &info);
+	if (index >= info.num_gids || !info.gids[index].valid)
+		return -ENODATA;
+	if (gid)
+		memcpy(gid->raw, info.gids[index].gid, 16);
+	if (type)
+		*type = info.gids[index].type;
+	if (ifindex)
+		*ifindex = info.ifindex;
+	return 0;
+}
+
+int uroce_find_gid(struct uroce_context *ctx, uint8_t port, const union ibv_gid *gid, uint8_t type)
+{
+	struct uroce_dev_info info;
+
+	if (port != 1)
+		return -EINVAL;
+	uroce_device_info(ctx->dev, &info);
+	for (unsigned i = 0; i < info.num_gids && i < UROCE_MAX_GIDS; i++)
+		if (info.gids[i].valid && info.gids[i].type == type &&
+		    !memcmp(info.gids[i].gid, gid->raw, 16))
+			return (int)i;
+	return -ENOENT;
+}

@@ -1,0 +1,320 @@
+/* pd_mr.c — protection domains, memory regions, memory windows, memory keys.
+ *
+ * Memory is the process's own virtual memory: registering pins nothing, it only
+ * records (addr, length, iova, access) under a key that incoming requests will be
+ * checked against (IBA 10.6).  Keys come from one process-wide table so that the
+ * transport can resolve an rkey from any QP of the process.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs/verbs.h"
+
+/* ------------------------------------------------------------------- PD */
+
+int uroce_pd_alloc(struct uroce_context *ctx, struct uroce_pd **out)
+{
+	struct uroce_pd *pd;
+	int ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return -ENOMEM;
+	pd->pd.context = &ctx->vctx.context;
+	*out = pd;
+	return 0;
+}
+
+int uroce_pd_dealloc(struct uroce_pd *pd)
+{
+	if (atomic_load(&pd->usecnt))
+		return -EBUSY;
+	free(pd);
+	return 0;
+}
+
+/* ------------------------------------------------------------------- keys */
+
+struct key_slot {
+	void *obj;
+	uint8_t kind;
+	uint8_t variant;
+};
+
+static pthread_mutex_t keys_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct key_slot *keys;          /* slot 0 unused: key 0 is never valid */
+static uint32_t keys_cap;
+static uint32_t keys_scan = 1;         /* where the search for a free slot starts */
+#define KEY_INDEX_MAX 0xFFFFFFu        /* 24-bit index */
+
+static void key_claim(uint32_t i, enum uroce_key_kind kind, void *obj, uint32_t *key)
+{
+	keys[i].obj = obj;
+	keys[i].kind = kind;
+	keys[i].variant++;
+	*key = i << 8 | keys[i].variant;
+	keys_scan = i + 1 < keys_cap ? i + 1 : 1;
+}
+
+int uroce_key_alloc(enum uroce_key_kind kind, void *obj, uint32_t *key)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&keys_lock);
+	/* Scan on from the last allocation so freed keys are reused late. */
+	for (uint32_t n = 0; keys_cap > 1 && n < keys_cap - 1; n++) {
+		uint32_t i = 1 + (keys_scan - 1 + n) % (keys_cap - 1);
+
+		if (!keys[i].obj) {
+			key_claim(i, kind, obj, key);
+			goto out;
+		}
+	}
+	{
+		uint32_t ncap = keys_cap ? keys_cap * 2 : 256, first = keys_cap ? keys_cap : 1;
+		struct key_slot *n;
+
+		if (ncap > KEY_INDEX_MAX + 1)
+			ncap = KEY_INDEX_MAX + 1;
+		if (ncap <= keys_cap) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		n = realloc(keys, ncap * sizeof(*n));
+		if (!n) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memset(n + keys_cap, 0, (ncap - keys_cap) * sizeof(*n));
+		keys = n;
+		keys_cap = ncap;
+		key_claim(first, kind, obj, key);
+	}
+out:
+	pthread_mutex_unlock(&keys_lock);
+	return ret;
+}
+
+void uroce_key_free(uint32_t key)
+{
+	uint32_t i = key >> 8;
+
+	pthread_mutex_lock(&keys_lock);
+	if (i && i < keys_cap && keys[i].variant == (key & 0xFF))
+		keys[i].obj = NULL;
+	pthread_mutex_unlock(&keys_lock);
+}
+
+void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind)
+{
+	uint32_t i = key >> 8;
+	void *obj = NULL;
+
+	pthread_mutex_lock(&keys_lock);
+	if (i && i < keys_cap && keys[i].obj && keys[i].kind == kind &&
+	    keys[i].variant == (key & 0xFF))
+		obj = keys[i].obj;
+	pthread_mutex_unlock(&keys_lock);
+	return obj;
+}
+
+/* ------------------------------------------------------------------- MR */
+
+/* Access flags a registration may carry.  ZERO_BASED and HUGETLB change nothing
+ * for plain virtual memory; ON_DEMAND is rejected like a device without ODP. */
+#define MR_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+			 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+
+int uroce_mr_check_access(unsigned access)
+{
+	/* Optional-range bits are hints a device may ignore (abi-compat §5.14). */
+	access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~(unsigned)MR_ACCESS_KNOWN)
+		return -EINVAL;
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return -EOPNOTSUPP;
+	/* IBA 10.6.3.1 (C10-86): remote write or atomic access requires local write. */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	return (int)access;
+}
+
+static int check_range(const void *addr, size_t length)
+{
+	uintptr_t a = (uintptr_t)addr;
+
+	if (!length)
+		return -EINVAL;
+	if (a + length < a)
+		return -EINVAL;
+	return 0;
+}
+
+int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
+		 struct uroce_mr **out)
+{
+	struct uroce_context *ctx = uroce_ctx_from_ib(pd->pd.context);
+	struct uroce_mr *mr;
+	int acc, ret;
+
+	ret = uroce_context_alive(ctx);
+	if (ret)
+		return ret;
+	acc = uroce_mr_check_access(access);
+	if (acc < 0)
+		return acc;
+	ret = check_range(addr, length);
+	if (ret)
+		return ret;
+	if (iova + length < iova)
+		return -EINVAL;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	ret = uroce_key_alloc(UROCE_KEY_MR, mr, &mr->mr.lkey);
+	if (ret) {
+		free(mr);
+		return ret;
+	}
+	mr->mr.rkey = mr->mr.lkey;
+	mr->mr.context = pd->pd.context;
+	mr->mr.pd = &pd->pd;
+	mr->mr.addr = addr;
+	mr->mr.length = length;
+	mr->access = (unsigned)acc;
+	mr->iova = iova;
+	atomic_fetch_add(&pd->usecnt, 1);
+	*out = mr;
+	return 0;
+}
+
+int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *addr, size_t length,
+		   unsigned access)
+{
+	int acc = (int)mr->access, ret;
+
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags)
+		return -EINVAL;
+	if (atomic_load(&mr->num_mw))
+		return -EBUSY;
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		acc = uroce_mr_check_access(access);
+		if (acc < 0)
+			return acc;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		ret = check_range(addr, length);
+		if (ret)
+			return ret;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		if (!pd || pd->pd.context != mr->mr.context)
+			return -EINVAL;
+	}
+	/* Every change gets a new key, so requests carrying the old one fail. */
+	{
+		uint32_t key;
+
+		ret = uroce_key_alloc(UROCE_KEY_MR, mr, &key);
+		if (ret)
+			return ret;
+		uroce_key_free(mr->mr.lkey);
+		mr->mr.lkey = mr->mr.rkey = key;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = (unsigned)acc;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->mr.addr = addr;
+		mr->mr.length = length;
+		mr->iova = (uintptr_t)addr;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
+		atomic_fetch_add(&pd->usecnt, 1);
+		mr->mr.pd = &pd->pd;
+	}
+	return 0;
+}
+
+int uroce_mr_dereg(struct uroce_mr *mr)
+{
+	if (atomic_load(&mr->num_mw))
+		return -EBUSY;
+	uroce_key_free(mr->mr.lkey);
+	atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
+	free(mr);
+	return 0;
+}
+
+/* ------------------------------------------------------------------- MW */
+
+int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw **out)
+{
+	struct uroce_context *ctx = uroce_ctx_from_ib(pd->pd.context);
+	struct uroce_mw *mw;
+	int ret = uroce_context_alive(ctx);
+
+	if (ret)
+		return ret;
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
+		return -EINVAL;
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return -ENOMEM;
+	ret = uroce_key_alloc(UROCE_KEY_MW, mw, &mw->mw.rkey);
+	if (ret) {
+		free(mw);
+		return ret;
+	}
+	mw->mw.context = pd->pd.context;
+	mw->mw.pd = &pd->pd;
+	mw->mw.type = type;
+	atomic_fetch_add(&pd->usecnt, 1);
+	*out = mw;
+	return 0;
+}
+
+int uroce_mw_dealloc(struct uroce_mw *mw)
+{
+	if (mw->bound_mr)
+		atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
+	uroce_key_free(mw->mw.rkey);
+	atomic_fetch_sub(&uroce_pd_from_ib(mw->mw.pd)->usecnt, 1);
+	free(mw);
+	return 0;
+}
+
+int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_mw_bind_info *info)
+{
+	const struct uroce_mr *mr;
+	uint64_t start, end;
+
+	if (!info->mr)           /* unbind (length 0) is allowed without an MR */
+		return info->length ? -EINVAL : 0;
+	mr = (const struct uroce_mr *)info->mr;
+	if (mr->mr.pd != mw->mw.pd && mw->mw.type == IBV_MW_TYPE_1)
+		return -EINVAL;
+	if (mr->mr.context != mw->mw.context)
+		return -EINVAL;
+	/* IBA 10.6.7.2.1: the MR must allow binding, and a window granting remote
+	 * write or atomic needs an MR with local write. */
+	if (!(mr->access & IBV_ACCESS_MW_BIND))
+		return -EACCES;
+	if ((info->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (info->mw_access_flags & ~(unsigned)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
+		return -EINVAL;
+	start = (uintptr_t)mr->mr.addr;
+	end = start + mr->mr.length;
+	if (info->addr < start || info->addr + info->length < info->addr || info->addr + info->length > end)
+		return -EINVAL;
+	return 0;
+}

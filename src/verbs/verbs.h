@@ -1,0 +1,386 @@
+/* verbs.h — uroce's verbs objects (internal).
+ *
+ * Every object handed to an application embeds the rdma-core 44 public struct
+ * (<infiniband/verbs.h>) as its FIRST member, so the pointer the application holds
+ * and the pointer to our object are the same address; uroce_*_from_ib() convert.
+ * The one exception is the context: struct verbs_context must be the last thing
+ * before application-visible memory ends (its ibv_context is its last member and
+ * verbs_context grows towards lower addresses), so uroce_context keeps its private
+ * fields in front of it.
+ *
+ * Ownership and lifetime
+ *   device   immortal; one per daemon device name; never freed (stable pointers
+ *            across ibv_get_device_list calls, abi-compat.md §3.3).
+ *   context  owns: the daemon connection, the async event queue, a watcher thread.
+ *   pd, mr, mw, cq, srq, qp, ah  owned by the application, freed by their destroy
+ *            verb; a destroy fails with EBUSY while another object still uses it
+ *            (usecnt), as the kernel's uverbs layer does.
+ *
+ * Work queues are rings of fixed-stride WQEs (struct uroce_wq); a CQ is a ring of
+ * struct ibv_wc.  The transport (a later issue) consumes the SQ/RQ/SRQ rings and
+ * produces into the CQ ring through uroce_cq_push(); each object carries a
+ * `transport` pointer reserved for its per-object state.
+ *
+ * Locking order (outer → inner): context->lock → qp->lock → wq->lock → cq->lock →
+ * channel->lock.  The async queue lock (ctx->async_lock) is a leaf.
+ *
+ * Error convention: every uroce_* function returns 0 or a negative errno (or a
+ * pointer + out-parameter as documented).  Exported verbs convert in src/abi/ibverbs.
+ */
+#ifndef UROCE_VERBS_H
+#define UROCE_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+
+#define UROCE_VERSION_STRING "0.1.0"
+
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
+/* ---- device limits (reported by query_device; enforced by the create verbs) ---- */
+enum {
+	UROCE_VENDOR_ID = 0xFFFFFF,      /* like rxe: unknown to perftest (abi-compat §5.12) */
+	UROCE_VENDOR_PART_ID = 0,
+	UROCE_MAX_QP = 0x10000,
+	UROCE_MAX_QP_WR = 0x4000,
+	UROCE_MAX_SGE = 32,
+	UROCE_MAX_INLINE = 256,
+	UROCE_MAX_CQ = 0x4000,
+	UROCE_MAX_CQE = 0x7FFF,
+	UROCE_MAX_MR = 0x10000,
+	UROCE_MAX_PD = 0x10000,
+	UROCE_MAX_QP_RD_ATOM = 128,
+	UROCE_MAX_RES_RD_ATOM = 0x3F000,
+	UROCE_MAX_SRQ = 0x4000,
+	UROCE_MAX_SRQ_WR = 0x4000,
+	UROCE_MAX_SRQ_SGE = 32,
+	UROCE_MAX_MW = 0x10000,
+	UROCE_MAX_AH = 0x10000,
+	UROCE_MAX_MSG_SZ = 0x800000,     /* 8 MiB, as rxe */
+	UROCE_NUM_PORTS = 1,
+	UROCE_PKEY_DEFAULT = 0xFFFF,
+	UROCE_IB_MTU_OVERHEAD = 80,      /* bytes of netdev MTU not available to the IB MTU */
+};
+
+/* ---- a minimal intrusive list ---- */
+struct uroce_list {
+	struct uroce_list *next, *prev;
+};
+static inline void uroce_list_init(struct uroce_list *l) { l->next = l->prev = l; }
+static inline bool uroce_list_empty(const struct uroce_list *l) { return l->next == l; }
+static inline void uroce_list_add_tail(struct uroce_list *l, struct uroce_list *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+static inline void uroce_list_del(struct uroce_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+
+/* ---- device ---- */
+
+/* The object every ibv_device* we hand out points to.  rdma-core's private
+ * struct verbs_device is 712 bytes with its ops pointer at +664; libmlx5 and
+ * libefa read that word to recognise their devices (abi-compat §3.2), so ours
+ * holds a pointer to our own table and the object is at least 712 bytes. */
+struct uroce_device {
+	struct ibv_device ibdev;              /* must be first */
+	const void *ops;                      /* +664: &uroce_device_marker */
+	uint64_t rdma_core_private[6];        /* +672..+711: refcount, list, sysfs, core_support */
+	unsigned index;                       /* position in the process's device table */
+	pthread_mutex_t info_lock;
+	struct uroce_dev_info info;           /* last description received from uroced */
+};
+
+extern const char uroce_device_marker[];
+
+static inline struct uroce_device *uroce_dev_from_ib(struct ibv_device *d)
+{
+	return container_of(d, struct uroce_device, ibdev);
+}
+
+/* Refresh the process's device table from uroced (autostarting it).  On success
+ * *list is a calloc'ed NULL-terminated array of stable device pointers (caller
+ * frees the array only) and *n its length. */
+int uroce_device_list(struct ibv_device ***list, int *n);
+/* Copy the current description of a device. */
+void uroce_device_info(struct uroce_device *dev, struct uroce_dev_info *out);
+/* Replace the description of `dev` with `info` (same name). */
+void uroce_device_set_info(struct uroce_device *dev, const struct uroce_dev_info *info);
+
+/* ---- async events (context-wide queue; the fd is a pipe of tokens) ---- */
+struct uroce_async_ev {
+	struct uroce_list node;
+	struct ibv_async_event ev;
+};
+
+/* ---- context ---- */
+struct uroce_context {
+	pthread_mutex_t lock;                 /* object lists below */
+	struct uroce_device *dev;
+	struct uroce_ipc *ipc;
+	atomic_bool dead;                     /* uroced went away: IBV_EVENT_DEVICE_FATAL raised */
+
+	pthread_mutex_t async_lock;
+	struct uroce_list async_queue;        /* struct uroce_async_ev, oldest first */
+	int async_wfd;                        /* write end; async_fd is the read end */
+	uint64_t async_dropped;
+
+	pthread_t watcher;
+	bool watcher_running;
+	int stop_pipe[2];                     /* wakes the watcher at close */
+
+	struct uroce_list qps;                /* struct uroce_qp.ctx_node */
+
+	struct verbs_context vctx;            /* must be last (abi-compat §3.2) */
+};
+
+static inline struct uroce_context *uroce_ctx_from_ib(struct ibv_context *c)
+{
+	return container_of(c, struct uroce_context, vctx.context);
+}
+
+int uroce_context_open(struct uroce_device *dev, struct uroce_context **out);
+int uroce_context_close(struct uroce_context *ctx);
+/* 0 when usable, -EIO after the daemon died. */
+int uroce_context_alive(struct uroce_context *ctx);
+/* Queue an async event for the application.  `obj` is the object of the event
+ * type (cq, qp, srq, port number for port events).  Counts per-object reports. */
+void uroce_async_event_post(struct uroce_context *ctx, enum ibv_event_type type, void *obj, int port);
+/* Take the oldest event (blocking or not, per the fd's O_NONBLOCK).  0 / -errno. */
+int uroce_async_event_get(struct uroce_context *ctx, struct ibv_async_event *ev);
+void uroce_async_event_ack(struct ibv_async_event *ev);
+/* Remove queued events that name `obj` (called by destroy verbs), then wait until
+ * every delivered event of `obj` was acknowledged: *mutex / *cond / *completed
+ * are the object's public fields. */
+void uroce_async_event_drain(struct uroce_context *ctx, void *obj, uint32_t delivered,
+			     pthread_mutex_t *mutex, pthread_cond_t *cond, uint32_t *completed);
+
+int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *attr);
+int uroce_query_device_ex(struct uroce_context *ctx, const struct ibv_query_device_ex_input *in,
+			  struct ibv_device_attr_ex *attr, size_t attr_size);
+int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+/* GID slot: 0, -EINVAL (bad port/index), -ENODATA (empty slot). */
+int uroce_query_gid(struct uroce_context *ctx, uint8_t port, unsigned index,
+		    union ibv_gid *gid, uint8_t *type, uint32_t *ifindex);
+/* Find a valid GID slot equal to `gid` of `type` (UROCE_GID_TYPE_*); index or -ENOENT. */
+int uroce_find_gid(struct uroce_context *ctx, uint8_t port, const union ibv_gid *gid, uint8_t type);
+/* Largest IB MTU that fits in a netdev MTU (rxe's rule). */
+enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu);
+
+/* ---- protection domain ---- */
+struct uroce_pd {
+	struct ibv_pd pd;
+	atomic_uint usecnt;                   /* MRs, MWs, QPs, SRQs, AHs */
+};
+static inline struct uroce_pd *uroce_pd_from_ib(struct ibv_pd *p) { return (struct uroce_pd *)p; }
+int uroce_pd_alloc(struct uroce_context *ctx, struct uroce_pd **out);
+int uroce_pd_dealloc(struct uroce_pd *pd);
+
+/* ---- memory keys (process-wide table shared by MRs and MWs) ---- */
+enum uroce_key_kind { UROCE_KEY_MR = 1, UROCE_KEY_MW = 2 };
+/* key = index << 8 | variant (rxe's layout): index names the slot, the 8-bit
+ * variant changes on every reuse so a stale key never matches a new object. */
+int uroce_key_alloc(enum uroce_key_kind kind, void *obj, uint32_t *key);
+void uroce_key_free(uint32_t key);
+/* Look an object up by key; NULL when the key is unknown or of another kind. */
+void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind);
+
+/* ---- memory region ---- */
+struct uroce_mr {
+	struct ibv_mr mr;
+	unsigned access;                      /* IBV_ACCESS_* minus the optional range */
+	uint64_t iova;                        /* what remote addresses are relative to */
+	atomic_uint num_mw;                   /* MWs bound to this MR */
+	void *transport;
+};
+static inline struct uroce_mr *uroce_mr_from_ib(struct ibv_mr *m) { return (struct uroce_mr *)m; }
+/* Validate an access-flag set for a registration; returns the flags to keep or -errno. */
+int uroce_mr_check_access(unsigned access);
+int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
+		 struct uroce_mr **out);
+int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *addr, size_t length,
+		   unsigned access);
+int uroce_mr_dereg(struct uroce_mr *mr);
+
+/* ---- memory window ---- */
+struct uroce_mw {
+	struct ibv_mw mw;
+	struct uroce_mr *bound_mr;            /* NULL when unbound */
+	uint64_t addr, length;
+	unsigned access;
+};
+int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw **out);
+int uroce_mw_dealloc(struct uroce_mw *mw);
+/* Check a bind request against the MR's rights (IBA 10.6.7.2); 0 or -errno. */
+int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_mw_bind_info *info);
+
+/* ---- completion channel ---- */
+struct uroce_comp_channel {
+	struct ibv_comp_channel ch;           /* ch.fd is the read end of a token pipe */
+	int wfd;
+	pthread_mutex_t lock;
+	struct uroce_list pending;            /* struct uroce_cq.ev_node of CQs with an event */
+};
+int uroce_comp_channel_create(struct uroce_context *ctx, struct uroce_comp_channel **out);
+int uroce_comp_channel_destroy(struct uroce_comp_channel *ch);
+/* Take the next CQ event; 0 / -errno (-EAGAIN on a non-blocking empty channel). */
+int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cq);
+
+/* ---- completion queue ---- */
+enum uroce_cq_arm { UROCE_CQ_DISARMED = 0, UROCE_CQ_ARM_NEXT, UROCE_CQ_ARM_SOLICITED };
+
+struct uroce_cq {
+	struct ibv_cq_ex cqx;                 /* first 128 B are struct ibv_cq (abi-compat §3.2) */
+	struct uroce_context *uctx;
+	pthread_mutex_t lock;                 /* the ring, arming, the poll cursor */
+	struct ibv_wc *ring;                  /* `size` entries, power of two */
+	uint32_t size;
+	uint32_t head, tail;                  /* free-running: count = tail - head */
+	enum uroce_cq_arm arm;
+	bool overflowed;
+	uint64_t wc_flags;                    /* create_cq_ex wc_flags (0 for create_cq) */
+	struct ibv_wc cur;                    /* entry being read by the ibv_cq_ex poll API */
+	atomic_uint usecnt;                   /* QPs and SRQs using it */
+	bool on_channel;                      /* queued on channel->pending */
+	struct uroce_list ev_node;
+	uint32_t comp_events_delivered;       /* handed out by ibv_get_cq_event */
+	uint32_t async_events_delivered;
+	void *transport;
+};
+static inline struct uroce_cq *uroce_cq_from_ib(struct ibv_cq *c) { return (struct uroce_cq *)c; }
+int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex *attr,
+		    struct uroce_cq **out);
+int uroce_cq_destroy(struct uroce_cq *cq);
+int uroce_cq_resize(struct uroce_cq *cq, int cqe);
+int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc);
+int uroce_cq_arm(struct uroce_cq *cq, int solicited_only);
+/* Add a completion.  `solicited` is the solicited-event bit of the message
+ * (IBA 11.4.2.2: an ARM_SOLICITED CQ fires only for those and for errors).
+ * -ENOSPC when the ring is full: the CQ is then in error (IBV_EVENT_CQ_ERR). */
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* Accepted wc_flags of create_cq_ex. */
+#define UROCE_CQ_WC_FLAGS (IBV_WC_STANDARD_FLAGS)
+
+/* ---- work queue rings ---- */
+struct uroce_wqe {
+	uint64_t wr_id;
+	uint32_t opcode;                      /* enum ibv_wr_opcode (SQ only) */
+	uint32_t send_flags;
+	uint32_t num_sge;
+	uint32_t imm_data;                    /* network order, or invalidate rkey */
+	union {
+		struct { uint64_t remote_addr; uint32_t rkey; } rdma;
+		struct { uint64_t remote_addr; uint64_t compare_add, swap; uint32_t rkey; } atomic;
+		struct { struct ibv_ah *ah; uint32_t remote_qpn, remote_qkey; } ud;
+	} u;
+	uint32_t inline_len;                  /* bytes of inline data after sge[] */
+	uint32_t pad;
+	struct ibv_sge sge[];                 /* max_sge entries, then inline bytes */
+};
+
+struct uroce_wq {
+	pthread_mutex_t lock;
+	uint32_t size;                        /* slots, power of two */
+	uint32_t max_wr;                      /* capacity offered to the application */
+	uint32_t max_sge;
+	uint32_t max_inline;
+	size_t stride;
+	uint32_t head, tail;                  /* free-running: posted = tail - head */
+	uint8_t *buf;
+};
+int uroce_wq_init(struct uroce_wq *wq, uint32_t max_wr, uint32_t max_sge, uint32_t max_inline);
+void uroce_wq_fini(struct uroce_wq *wq);
+static inline struct uroce_wqe *uroce_wq_slot(struct uroce_wq *wq, uint32_t idx)
+{
+	return (struct uroce_wqe *)(wq->buf + (size_t)(idx & (wq->size - 1)) * wq->stride);
+}
+static inline uint32_t uroce_wq_count(const struct uroce_wq *wq) { return wq->tail - wq->head; }
+/* Append receive WRs (caller holds wq->lock); 0 / -ENOMEM / -EINVAL, *bad set. */
+int uroce_wq_post_recv(struct uroce_wq *wq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* ---- shared receive queue ---- */
+struct uroce_srq {
+	struct ibv_srq srq;
+	struct uroce_context *uctx;
+	struct uroce_wq rq;
+	uint32_t srq_limit;                   /* 0 = not armed (IBA 10.2.9.5) */
+	atomic_uint usecnt;                   /* attached QPs */
+	uint32_t events_delivered;
+	void *transport;
+};
+static inline struct uroce_srq *uroce_srq_from_ib(struct ibv_srq *s) { return (struct uroce_srq *)s; }
+int uroce_srq_create(struct uroce_pd *pd, struct ibv_srq_init_attr *attr, struct uroce_srq **out);
+int uroce_srq_modify(struct uroce_srq *srq, struct ibv_srq_attr *attr, int mask);
+int uroce_srq_query(struct uroce_srq *srq, struct ibv_srq_attr *attr);
+int uroce_srq_destroy(struct uroce_srq *srq);
+int uroce_srq_post_recv(struct uroce_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* ---- queue pair ---- */
+struct uroce_qp {
+	struct ibv_qp_ex qpx;                 /* qpx.qp_base is the struct ibv_qp */
+	bool is_qp_ex;                        /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	uint64_t send_ops_flags;
+	struct uroce_context *uctx;
+	pthread_mutex_t lock;                 /* state and attributes */
+	struct ibv_qp_attr attr;              /* current attributes (attr.qp_state is the state) */
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+	struct uroce_wq sq, rq;               /* rq unused when the QP has an SRQ */
+	/* ibv_wr_* staging: WQEs built since wr_start, not yet visible */
+	uint32_t wr_pending;
+	int wr_err;
+	struct uroce_list ctx_node;
+	uint32_t events_delivered;
+	void *transport;
+};
+static inline struct uroce_qp *uroce_qp_from_ib(struct ibv_qp *q)
+{
+	return container_of(q, struct uroce_qp, qpx.qp_base);
+}
+int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *attr, struct uroce_qp **out);
+int uroce_qp_destroy(struct uroce_qp *qp);
+int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask);
+int uroce_qp_query(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
+		   struct ibv_qp_init_attr *init);
+int uroce_qp_post_recv(struct uroce_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int uroce_qp_post_send(struct uroce_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+void uroce_qp_ex_init_ops(struct uroce_qp *qp);
+
+/* The IBTA QP state machine (IBA 10.3.1, 11.2.4.2): is `mask` a legal set of
+ * attributes for cur → next on a QP of `type`?  (qp_state.c) */
+bool uroce_qp_transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
+			    enum ibv_qp_type type, int mask);
+const char *uroce_qp_state_name(enum ibv_qp_state s);
+
+/* ---- address handle ---- */
+struct uroce_ah {
+	struct ibv_ah ah;
+	struct ibv_ah_attr attr;
+	uint8_t sgid[16];                     /* source GID resolved at create */
+	bool ipv4;                            /* dgid is IPv4-mapped: RoCEv2 over IPv4 */
+};
+int uroce_ah_create(struct uroce_pd *pd, struct ibv_ah_attr *attr, struct uroce_ah **out);
+int uroce_ah_destroy(struct uroce_ah *ah);
+/* ibv_init_ah_from_wc's parsing: 0 / -errno. */
+int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct ibv_wc *wc,
+			  const struct ibv_grh *grh, struct ibv_ah_attr *attr);
+
+/* ---- ops tables (ops.c) ---- */
+void uroce_context_set_ops(struct uroce_context *ctx);
+
+#endif
