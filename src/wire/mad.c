@@ -84,7 +84,7 @@ void uroce_cm_hdr_init(struct uroce_mad_hdr *h, uint16_t attr_id, uint64_t tid)
 	h->base_version = UROCE_MAD_BASE_VERSION;
 	h->mgmt_class = UROCE_MGMT_CLASS_CM;
 	h->class_version = UROCE_CM_CLASS_VERSION;
-	h->method = UROCE_MAD_METHOD_SEND; /* IBA 12.11: CM messages are all Send() */
+	h->method = UROCE_MAD_METHOD_SEND; /* IBA 12.6: every CM message is a Send() */
 	h->attr_id = attr_id;
 	h->tid = tid;
 }

@@ -34,10 +34,10 @@
 #define UROCE_MAD_SIZE      256u        /* IBA 13.4.2: every MAD is 256 bytes */
 #define UROCE_MAD_HDR_SIZE  24u         /* common MAD header */
 #define UROCE_MAD_DATA_SIZE 232u        /* class-specific part */
-#define UROCE_GSI_QPN       1u          /* IBA 13.5.1: GSI is QP1 */
-#define UROCE_GSI_QKEY      0x80010000u /* IBA 13.5.1: well-known GSI Q_Key */
+#define UROCE_GSI_QPN       1u          /* IBA 13.5: the GSI is QP1 */
+#define UROCE_GSI_QKEY      0x80010000u /* IBA 13.5: well-known GSI Q_Key */
 #define UROCE_MAD_BASE_VERSION 1u       /* IBA 13.4.2 */
-#define UROCE_CM_CLASS_VERSION 2u       /* IBA 12.11: CM class version */
+#define UROCE_CM_CLASS_VERSION 2u       /* IBA 12.6: CM class version */
 
 /* Management classes (IBA 13.4.4, management class values). */
 enum uroce_mgmt_class {
@@ -56,7 +56,7 @@ enum uroce_mgmt_class {
 	UROCE_MGMT_CLASS_SUBN_DR     = 0x81, /* Subnet management, directed route (QP0) */
 };
 
-/* Methods (IBA 13.4.5; the table methods are SA-specific, IBA 15.4).  Bit 7 is the
+/* Methods (IBA 13.4.5; the table methods are SubnAdm-only, IBA chapter 15).  Bit 7 is the
  * R (response) bit; the value kept in struct uroce_mad_hdr.method includes it. */
 enum uroce_mad_method {
 	UROCE_MAD_METHOD_GET             = 0x01,
@@ -193,7 +193,7 @@ int uroce_mad_decode(const uint8_t *buf, size_t len, struct uroce_mad *out);
 int uroce_mad_encode(const struct uroce_mad *m, uint8_t *buf, size_t cap);
 
 /* Fill a header for a CM message: BaseVersion 1, class CM, ClassVersion 2,
- * method Send (CM uses only Send, IBA 12.11), the given attribute and TID. */
+ * method Send (CM uses only Send, IBA 12.6), the given attribute and TID. */
 void uroce_cm_hdr_init(struct uroce_mad_hdr *h, uint16_t attr_id, uint64_t tid);
 
 /* Names (static strings, never NULL; "?" style fallbacks for unknown values). */
@@ -404,7 +404,7 @@ int uroce_cm_encode_sidr_rep(const struct uroce_mad_hdr *h, const struct uroce_c
 
 /* ---- RDMA IP CM service (IBA Annex A11) and the rdma_cm ("CMA") header ------------ */
 
-/* Service ID of an IP-addressed rdma_cm listener (Annex A11.2.1):
+/* Service ID of an IP-addressed rdma_cm listener (Annex A11.2):
  * 0x0000_0000_01 (40-bit prefix) | IP protocol (8) | port (16).
  * rdma_cm uses protocol 0x06 (RDMA_PS_TCP) and 0x11 (RDMA_PS_UDP), 0x3F (IPoIB), 0x13 (IB). */
 #define UROCE_CM_IP_SID_PREFIX 0x0000000001ull

@@ -79,7 +79,7 @@ static const struct cm_field req_fields[] = {
 	PATH(primary, 52),
 	F_INT(R, primary.resv_ack, "primary.resv_ack", 95, 1, 0, 3),
 	PATH(alternate, 96),
-	/* Byte 139 bit 2: SAP supported (IBA 1.3 "SAP" additions); bits 1..0 reserved. */
+	/* Byte 139 bit 2: SAP supported (a later IBA release's "SAP supported"); bits 1..0 reserved. */
 	F_INT(R, sap_supported, "sap_supported", 139, 1, 2, 1),
 	F_INT(R, alternate.resv_ack, "alternate.resv_ack", 139, 1, 0, 2),
 	F_BYTES(R, private_data, "private_data", 140),
@@ -338,8 +338,8 @@ int uroce_cm_decode(const uint8_t *buf, size_t len, struct uroce_cm_msg *out)
 		return -EPROTONOSUPPORT;
 	if (out->hdr.mgmt_class != UROCE_MGMT_CLASS_CM)
 		return -ENOMSG;
-	/* IBA 12.11: a CM that does not support the ClassVersion rejects (REJ reason 31);
-	 * we cannot interpret another version's layout. */
+	/* A CM answers an unsupported ClassVersion with REJ reason 31 (IBA 12.6); the
+	 * layouts here are those of version 2 only. */
 	if (out->hdr.class_version != UROCE_CM_CLASS_VERSION)
 		return -EPROTONOSUPPORT;
 
