@@ -209,6 +209,28 @@ const char *uroce_cm_sidr_status_name(uint8_t s)
 	}
 }
 
+const char *uroce_cm_apr_status_name(uint8_t s)
+{
+	static const char *const n[] = {
+		[UROCE_CM_APR_SUCCESS] = "success",
+		[UROCE_CM_APR_INVALID_COMM_ID] = "invalid communication ID",
+		[UROCE_CM_APR_UNSUPPORTED] = "unsupported request",
+		[UROCE_CM_APR_REJECT] = "rejected",
+		[UROCE_CM_APR_REDIRECT] = "redirect",
+		[UROCE_CM_APR_IS_CURRENT] = "path is the current primary",
+		[UROCE_CM_APR_INVALID_QPN_EECN] = "invalid QPN/EECN",
+		[UROCE_CM_APR_INVALID_LID] = "invalid LID",
+		[UROCE_CM_APR_INVALID_GID] = "invalid GID",
+		[UROCE_CM_APR_INVALID_FLOW_LABEL] = "invalid flow label",
+		[UROCE_CM_APR_INVALID_TCLASS] = "invalid traffic class",
+		[UROCE_CM_APR_INVALID_HOP_LIMIT] = "invalid hop limit",
+		[UROCE_CM_APR_INVALID_PACKET_RATE] = "invalid packet rate",
+		[UROCE_CM_APR_INVALID_SL] = "invalid SL",
+	};
+
+	return s < sizeof(n) / sizeof(n[0]) ? n[s] : "unknown status";
+}
+
 unsigned uroce_ib_mtu_bytes(uint8_t code)
 {
 	/* 1 = 256 ... 5 = 4096; 0 and 6..15 are reserved. */

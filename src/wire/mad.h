@@ -4,7 +4,8 @@
  * following BTH + DETH (IBA 13.4.2, 13.5).  Its first 24 bytes are the common MAD
  * header; the remaining 232 bytes belong to the management class.  For the CM class
  * (0x07, IBA 12.6) the data holds one of the messages REQ, MRA, REJ, REP, RTU, DREQ,
- * DREP, SIDR_REQ, SIDR_REP (LAP, APR and anything else are kept as raw bytes).
+ * DREP, LAP, APR, SIDR_REQ, SIDR_REP (ClassPortInfo and unknown attributes are kept
+ * as raw bytes).
  *
  * Pure C, no I/O, no allocation.  All multi-byte fields are big-endian on the wire and
  * host-order in the structs below.  Every decoder checks the buffer length before it
@@ -103,6 +104,9 @@ enum uroce_cm_attr {
 #define UROCE_CM_DREP_PRIV     224u
 #define UROCE_CM_SIDR_REQ_PRIV 216u
 #define UROCE_CM_SIDR_REP_PRIV 136u
+#define UROCE_CM_LAP_PRIV      168u
+#define UROCE_CM_APR_PRIV      148u
+#define UROCE_CM_APR_INFO_MAX  72u  /* APR Additional Information, IBA 12.6 Table 116 */
 #define UROCE_CM_ARI_MAX       72u  /* REJ Additional Rejection Information, IBA 12.6 Table 108 */
 #define UROCE_CM_SIDR_INFO_MAX 72u  /* SIDR_REP Additional Information (ClassPortInfo) */
 
@@ -160,6 +164,24 @@ enum uroce_cm_sidr_status {
 	UROCE_CM_SIDR_UNSUPPORTED_VERSION = 5,
 };
 
+/* APR "AP status" (IBA 12.6, Table 116). */
+enum uroce_cm_apr_status {
+	UROCE_CM_APR_SUCCESS = 0,
+	UROCE_CM_APR_INVALID_COMM_ID = 1,
+	UROCE_CM_APR_UNSUPPORTED = 2,
+	UROCE_CM_APR_REJECT = 3,
+	UROCE_CM_APR_REDIRECT = 4,
+	UROCE_CM_APR_IS_CURRENT = 5,
+	UROCE_CM_APR_INVALID_QPN_EECN = 6,
+	UROCE_CM_APR_INVALID_LID = 7,
+	UROCE_CM_APR_INVALID_GID = 8,
+	UROCE_CM_APR_INVALID_FLOW_LABEL = 9,
+	UROCE_CM_APR_INVALID_TCLASS = 10,
+	UROCE_CM_APR_INVALID_HOP_LIMIT = 11,
+	UROCE_CM_APR_INVALID_PACKET_RATE = 12,
+	UROCE_CM_APR_INVALID_SL = 13,
+};
+
 /* ---- Common MAD header (IBA 13.4.2) --------------------- */
 
 struct uroce_mad_hdr {
@@ -202,17 +224,20 @@ const char *uroce_mad_method_name(uint8_t method);
 const char *uroce_cm_attr_name(uint16_t attr_id);          /* "REQ", "REP", ... */
 const char *uroce_cm_rej_reason_name(uint16_t reason);
 const char *uroce_cm_sidr_status_name(uint8_t status);
+const char *uroce_cm_apr_status_name(uint8_t status);
 /* IB MTU code (as in PathRecord, IBA 15.2.5.16) to bytes: 1..5 -> 256..4096, else 0. */
 unsigned uroce_ib_mtu_bytes(uint8_t code);
 
 /* ---- CM messages (IBA 12.6) ---------------------------------------------------- */
 
-/* A path as carried in REQ (primary: data bytes 52..95, alternate: 96..139). */
+/* A path as carried in REQ (primary: data bytes 52..95, alternate: 96..139) and in LAP
+ * (bytes 20..63, in a different order, where resv_fl has 4 bits and the 2 bits before
+ * the packet rate live in uroce_cm_lap.resv_rate). */
 struct uroce_cm_path {
 	uint16_t local_lid, remote_lid;     /* Local/Remote Port LID (RoCE: 0xFFFF = permissive) */
 	uint8_t  local_gid[16], remote_gid[16];
 	uint32_t flow_label;                /* 20 bits */
-	uint8_t  resv_fl;                   /* 6 reserved bits after the flow label */
+	uint8_t  resv_fl;                   /* reserved bits after the flow label (REQ 6, LAP 4) */
 	uint8_t  packet_rate;               /* 6 bits, IBA 15.2.5.16 rate code */
 	uint8_t  traffic_class;
 	uint8_t  hop_limit;
@@ -317,6 +342,29 @@ struct uroce_cm_drep {
 	uint8_t  private_data[UROCE_CM_DREP_PRIV];
 };
 
+/* LAP, Load Alternate Path (IBA 12.6, Table 115). */
+struct uroce_cm_lap {
+	uint32_t local_comm_id, remote_comm_id;
+	uint32_t resv8;                     /* bytes 8..11 */
+	uint32_t remote_qpn_eecn;           /* 24 bits */
+	uint8_t  remote_cm_response_timeout;/* 5 bits */
+	uint8_t  resv15;                    /* 3 bits */
+	uint32_t resv16;                    /* bytes 16..19 */
+	struct uroce_cm_path alternate;     /* bytes 20..63 */
+	uint8_t  resv_rate;                 /* 2 bits before the packet rate (byte 61) */
+	uint8_t  private_data[UROCE_CM_LAP_PRIV];
+};
+
+/* APR, Alternate Path Response (IBA 12.6, Table 116). */
+struct uroce_cm_apr {
+	uint32_t local_comm_id, remote_comm_id;
+	uint8_t  add_info_length;           /* <= 72 */
+	uint8_t  ap_status;                 /* enum uroce_cm_apr_status */
+	uint16_t resv10;
+	uint8_t  add_info[UROCE_CM_APR_INFO_MAX];
+	uint8_t  private_data[UROCE_CM_APR_PRIV];
+};
+
 /* SIDR_REQ, Service ID Resolution Request (IBA 12.6, Table 119). */
 struct uroce_cm_sidr_req {
 	uint32_t request_id;
@@ -340,7 +388,7 @@ struct uroce_cm_sidr_rep {
 };
 
 /* A decoded CM MAD.  `hdr.attr_id` selects the union member; any attribute not in the
- * list above (ClassPortInfo, LAP, APR, unknown IDs) decodes into `raw`. */
+ * list above (ClassPortInfo, unknown IDs) decodes into `raw`. */
 struct uroce_cm_msg {
 	struct uroce_mad_hdr hdr;
 	union {
@@ -351,6 +399,8 @@ struct uroce_cm_msg {
 		struct uroce_cm_rtu rtu;
 		struct uroce_cm_dreq dreq;
 		struct uroce_cm_drep drep;
+		struct uroce_cm_lap lap;
+		struct uroce_cm_apr apr;
 		struct uroce_cm_sidr_req sidr_req;
 		struct uroce_cm_sidr_rep sidr_rep;
 		uint8_t raw[UROCE_MAD_DATA_SIZE];
@@ -378,8 +428,8 @@ int uroce_cm_attr_known(uint16_t attr_id);
 /*
  * Decode a 256-byte CM MAD.  Returns 0 and fills @out, or a negative error:
  * -EINVAL, -EMSGSIZE, -E2BIG, -EPROTONOSUPPORT (BaseVersion/ClassVersion), -ENOMSG
- * (class is not CM), -EBADMSG (REJ RejectInfoLength or SIDR_REP AdditionalInfoLength
- * above 72).  Unknown attribute IDs are not an error: they decode into u.raw.
+ * (class is not CM), -EBADMSG (REJ RejectInfoLength, APR or SIDR_REP
+ * AdditionalInformationLength above 72).  Unknown attribute IDs are not an error: they decode into u.raw.
  */
 int uroce_cm_decode(const uint8_t *buf, size_t len, struct uroce_cm_msg *out);
 
@@ -399,6 +449,8 @@ int uroce_cm_encode_rep(const struct uroce_mad_hdr *h, const struct uroce_cm_rep
 int uroce_cm_encode_rtu(const struct uroce_mad_hdr *h, const struct uroce_cm_rtu *m, uint8_t *buf, size_t cap);
 int uroce_cm_encode_dreq(const struct uroce_mad_hdr *h, const struct uroce_cm_dreq *m, uint8_t *buf, size_t cap);
 int uroce_cm_encode_drep(const struct uroce_mad_hdr *h, const struct uroce_cm_drep *m, uint8_t *buf, size_t cap);
+int uroce_cm_encode_lap(const struct uroce_mad_hdr *h, const struct uroce_cm_lap *m, uint8_t *buf, size_t cap);
+int uroce_cm_encode_apr(const struct uroce_mad_hdr *h, const struct uroce_cm_apr *m, uint8_t *buf, size_t cap);
 int uroce_cm_encode_sidr_req(const struct uroce_mad_hdr *h, const struct uroce_cm_sidr_req *m, uint8_t *buf, size_t cap);
 int uroce_cm_encode_sidr_rep(const struct uroce_mad_hdr *h, const struct uroce_cm_sidr_rep *m, uint8_t *buf, size_t cap);
 

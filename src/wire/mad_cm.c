@@ -172,6 +172,47 @@ static const struct cm_field sidr_req_fields[] = {
 };
 #undef Q
 
+/* LAP's alternate path: same fields as a REQ path, other order (Table 115). */
+#define L struct uroce_cm_lap
+static const struct cm_field lap_fields[] = {
+	F_INT(L, local_comm_id, "local_comm_id", 0, 4, 0, 32),
+	F_INT(L, remote_comm_id, "remote_comm_id", 4, 4, 0, 32),
+	F_INT(L, resv8, "resv8", 8, 4, 0, 32),
+	F_INT(L, remote_qpn_eecn, "remote_qpn_eecn", 12, 3, 0, 24),
+	F_INT(L, remote_cm_response_timeout, "remote_cm_response_timeout", 15, 1, 3, 5),
+	F_INT(L, resv15, "resv15", 15, 1, 0, 3),
+	F_INT(L, resv16, "resv16", 16, 4, 0, 32),
+	F_INT(L, alternate.local_lid, "alternate.local_lid", 20, 2, 0, 16),
+	F_INT(L, alternate.remote_lid, "alternate.remote_lid", 22, 2, 0, 16),
+	F_BYTES(L, alternate.local_gid, "alternate.local_gid", 24),
+	F_BYTES(L, alternate.remote_gid, "alternate.remote_gid", 40),
+	F_INT(L, alternate.flow_label, "alternate.flow_label", 56, 3, 4, 20),
+	F_INT(L, alternate.resv_fl, "alternate.resv_fl", 58, 1, 0, 4),
+	F_INT(L, alternate.traffic_class, "alternate.traffic_class", 59, 1, 0, 8),
+	F_INT(L, alternate.hop_limit, "alternate.hop_limit", 60, 1, 0, 8),
+	F_INT(L, resv_rate, "resv_rate", 61, 1, 6, 2),
+	F_INT(L, alternate.packet_rate, "alternate.packet_rate", 61, 1, 0, 6),
+	F_INT(L, alternate.sl, "alternate.sl", 62, 1, 4, 4),
+	F_INT(L, alternate.subnet_local, "alternate.subnet_local", 62, 1, 3, 1),
+	F_INT(L, alternate.resv_sl, "alternate.resv_sl", 62, 1, 0, 3),
+	F_INT(L, alternate.local_ack_timeout, "alternate.local_ack_timeout", 63, 1, 3, 5),
+	F_INT(L, alternate.resv_ack, "alternate.resv_ack", 63, 1, 0, 3),
+	F_BYTES(L, private_data, "private_data", 64),
+};
+#undef L
+
+#define A struct uroce_cm_apr
+static const struct cm_field apr_fields[] = {
+	F_INT(A, local_comm_id, "local_comm_id", 0, 4, 0, 32),
+	F_INT(A, remote_comm_id, "remote_comm_id", 4, 4, 0, 32),
+	F_INT(A, add_info_length, "add_info_length", 8, 1, 0, 8),
+	F_INT(A, ap_status, "ap_status", 9, 1, 0, 8),
+	F_INT(A, resv10, "resv10", 10, 2, 0, 16),
+	F_BYTES(A, add_info, "add_info", 12),
+	F_BYTES(A, private_data, "private_data", 84),
+};
+#undef A
+
 #define S struct uroce_cm_sidr_rep
 static const struct cm_field sidr_rep_fields[] = {
 	F_INT(S, request_id, "request_id", 0, 4, 0, 32),
@@ -196,6 +237,8 @@ const struct cm_msg_desc uroce_cm_msg_descs[] = {
 	MSG(UROCE_CM_ATTR_RTU, rtu_fields, struct uroce_cm_rtu),
 	MSG(UROCE_CM_ATTR_DREQ, dreq_fields, struct uroce_cm_dreq),
 	MSG(UROCE_CM_ATTR_DREP, drep_fields, struct uroce_cm_drep),
+	MSG(UROCE_CM_ATTR_LAP, lap_fields, struct uroce_cm_lap),
+	MSG(UROCE_CM_ATTR_APR, apr_fields, struct uroce_cm_apr),
 	MSG(UROCE_CM_ATTR_SIDR_REQ, sidr_req_fields, struct uroce_cm_sidr_req),
 	MSG(UROCE_CM_ATTR_SIDR_REP, sidr_rep_fields, struct uroce_cm_sidr_rep),
 };
@@ -307,11 +350,14 @@ int uroce_cm_fields_encode(const struct cm_msg_desc *d, const void *msg, uint8_t
 }
 
 /* Length fields that bound a byte array (IBA 12.6 Table 108: RejectInfoLength <= 72;
- * Table 120: AdditionalInformationLength <= 72). */
+ * Tables 116 and 120: AdditionalInformationLength <= 72). */
 static int check_lengths(uint16_t attr, const void *msg)
 {
 	if (attr == UROCE_CM_ATTR_REJ &&
 	    ((const struct uroce_cm_rej *)msg)->reject_info_length > UROCE_CM_ARI_MAX)
+		return -1;
+	if (attr == UROCE_CM_ATTR_APR &&
+	    ((const struct uroce_cm_apr *)msg)->add_info_length > UROCE_CM_APR_INFO_MAX)
 		return -1;
 	if (attr == UROCE_CM_ATTR_SIDR_REP &&
 	    ((const struct uroce_cm_sidr_rep *)msg)->add_info_length > UROCE_CM_SIDR_INFO_MAX)
@@ -406,6 +452,8 @@ TYPED(rep, struct uroce_cm_rep, UROCE_CM_ATTR_REP)
 TYPED(rtu, struct uroce_cm_rtu, UROCE_CM_ATTR_RTU)
 TYPED(dreq, struct uroce_cm_dreq, UROCE_CM_ATTR_DREQ)
 TYPED(drep, struct uroce_cm_drep, UROCE_CM_ATTR_DREP)
+TYPED(lap, struct uroce_cm_lap, UROCE_CM_ATTR_LAP)
+TYPED(apr, struct uroce_cm_apr, UROCE_CM_ATTR_APR)
 TYPED(sidr_req, struct uroce_cm_sidr_req, UROCE_CM_ATTR_SIDR_REQ)
 TYPED(sidr_rep, struct uroce_cm_sidr_rep, UROCE_CM_ATTR_SIDR_REP)
 

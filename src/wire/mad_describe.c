@@ -151,6 +151,23 @@ static void describe_cm(struct line *l, const struct uroce_cm_msg *m)
 	case UROCE_CM_ATTR_DREP:
 		add(l, " lcid=0x%08x rcid=0x%08x", m->u.drep.local_comm_id, m->u.drep.remote_comm_id);
 		break;
+	case UROCE_CM_ATTR_LAP: {
+		const struct uroce_cm_lap *r = &m->u.lap;
+
+		add(l, " lcid=0x%08x rcid=0x%08x rqpn=0x%x rcmt=%u", r->local_comm_id,
+		    r->remote_comm_id, r->remote_qpn_eecn, r->remote_cm_response_timeout);
+		add_gid(l, "alt_sgid", r->alternate.local_gid);
+		add_gid(l, "alt_dgid", r->alternate.remote_gid);
+		add(l, " fl=0x%x tc=%u hl=%u sl=%u ackto=%u", r->alternate.flow_label,
+		    r->alternate.traffic_class, r->alternate.hop_limit, r->alternate.sl,
+		    r->alternate.local_ack_timeout);
+		break;
+	}
+	case UROCE_CM_ATTR_APR:
+		add(l, " lcid=0x%08x rcid=0x%08x status=%u (%s) info_len=%u", m->u.apr.local_comm_id,
+		    m->u.apr.remote_comm_id, m->u.apr.ap_status,
+		    uroce_cm_apr_status_name(m->u.apr.ap_status), m->u.apr.add_info_length);
+		break;
 	case UROCE_CM_ATTR_SIDR_REQ: {
 		const struct uroce_cm_sidr_req *r = &m->u.sidr_req;
 

@@ -116,11 +116,15 @@ static void test_all_ones_and_overflow(void **state)
 			m.u.rej.reject_info_length = 72;
 		if (d->attr_id == UROCE_CM_ATTR_SIDR_REP)
 			m.u.sidr_rep.add_info_length = 72;
+		if (d->attr_id == UROCE_CM_ATTR_APR)
+			m.u.apr.add_info_length = 72;
 		assert_int_equal(uroce_cm_encode(&m, out, sizeof(out)), UROCE_MAD_SIZE);
 		for (unsigned i = 0; i < UROCE_MAD_DATA_SIZE; i++) {
 			if (d->attr_id == UROCE_CM_ATTR_REJ && i == 9)
 				assert_int_equal(D(out, i), 72 << 1 | 1);
 			else if (d->attr_id == UROCE_CM_ATTR_SIDR_REP && i == 5)
+				assert_int_equal(D(out, i), 72);
+			else if (d->attr_id == UROCE_CM_ATTR_APR && i == 8)
 				assert_int_equal(D(out, i), 72);
 			else if (D(out, i) != 0xff)
 				fail_msg("attr 0x%x: data byte %u = 0x%02x, want 0xff", d->attr_id, i,
@@ -509,6 +513,90 @@ static void test_sidr(void **state)
 	assert_int_equal(uroce_cm_decode(out, sizeof(out), &m), -EBADMSG);
 }
 
+static void test_lap_apr(void **state)
+{
+	struct uroce_cm_msg m;
+	struct uroce_cm_lap *r = &m.u.lap;
+	uint8_t out[UROCE_MAD_SIZE];
+	char line[512];
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	uroce_cm_hdr_init(&m.hdr, UROCE_CM_ATTR_LAP, 50);
+	r->local_comm_id = 0x10203040;
+	r->remote_comm_id = 0x50607080;
+	r->resv8 = 0x01020304;
+	r->remote_qpn_eecn = 0xABCDEF;
+	r->remote_cm_response_timeout = 31;
+	r->resv15 = 5;
+	r->resv16 = 0xFFFFFFFF;
+	r->alternate.local_lid = 0x1111;
+	r->alternate.remote_lid = 0x2222;
+	fill(r->alternate.local_gid, 16, 0xC0);
+	fill(r->alternate.remote_gid, 16, 0xD0);
+	r->alternate.flow_label = 0xFEDCB;
+	r->alternate.resv_fl = 0xA;
+	r->alternate.traffic_class = 0x12;
+	r->alternate.hop_limit = 0x34;
+	r->resv_rate = 3;
+	r->alternate.packet_rate = 0x15;
+	r->alternate.sl = 0xE;
+	r->alternate.subnet_local = 1;
+	r->alternate.resv_sl = 6;
+	r->alternate.local_ack_timeout = 0x11;
+	r->alternate.resv_ack = 4;
+	fill(r->private_data, sizeof(r->private_data), 0xE0);
+	assert_int_equal(uroce_cm_encode_lap(&m.hdr, r, out, sizeof(out)), UROCE_MAD_SIZE);
+	/* IBA 12.6 Table 115 */
+	assert_int_equal(D(out, 0), 0x10);
+	assert_int_equal(D(out, 4), 0x50);
+	assert_int_equal(D(out, 8), 0x01);
+	assert_int_equal(D(out, 12), 0xAB);
+	assert_int_equal(D(out, 14), 0xEF);
+	assert_int_equal(D(out, 15), 31 << 3 | 5);
+	assert_int_equal(D(out, 16), 0xFF);
+	assert_int_equal(D(out, 20), 0x11);
+	assert_int_equal(D(out, 22), 0x22);
+	assert_int_equal(D(out, 24), 0xC0);
+	assert_int_equal(D(out, 40), 0xD0);
+	assert_int_equal(D(out, 56), 0xFE);
+	assert_int_equal(D(out, 57), 0xDC);
+	assert_int_equal(D(out, 58), 0xBA);
+	assert_int_equal(D(out, 59), 0x12);
+	assert_int_equal(D(out, 60), 0x34);
+	assert_int_equal(D(out, 61), 3 << 6 | 0x15);
+	assert_int_equal(D(out, 62), 0xE << 4 | 1 << 3 | 6);
+	assert_int_equal(D(out, 63), 0x11 << 3 | 4);
+	assert_int_equal(D(out, 64), 0xE0);
+	roundtrip(&m, out);
+	assert_true(uroce_mad_describe(out, sizeof(out), line, sizeof(line)) > 0);
+	assert_non_null(strstr(line, "CM LAP"));
+	assert_non_null(strstr(line, "rqpn=0xabcdef"));
+
+	memset(&m, 0, sizeof(m));
+	uroce_cm_hdr_init(&m.hdr, UROCE_CM_ATTR_APR, 51);
+	m.u.apr.local_comm_id = 0xAAAAAAAA;
+	m.u.apr.remote_comm_id = 0xBBBBBBBB;
+	m.u.apr.add_info_length = 16;
+	m.u.apr.ap_status = UROCE_CM_APR_INVALID_GID;
+	m.u.apr.resv10 = 0x0F0F;
+	fill(m.u.apr.add_info, sizeof(m.u.apr.add_info), 0x01);
+	fill(m.u.apr.private_data, sizeof(m.u.apr.private_data), 0x02);
+	assert_int_equal(uroce_cm_encode_apr(&m.hdr, &m.u.apr, out, sizeof(out)), UROCE_MAD_SIZE);
+	/* IBA 12.6 Table 116 */
+	assert_int_equal(D(out, 8), 16);
+	assert_int_equal(D(out, 9), 8);
+	assert_int_equal(D(out, 10), 0x0F);
+	assert_int_equal(D(out, 12), 0x01);
+	assert_int_equal(D(out, 84), 0x02);
+	roundtrip(&m, out);
+	assert_true(uroce_mad_describe(out, sizeof(out), line, sizeof(line)) > 0);
+	assert_non_null(strstr(line, "status=8 (invalid GID) info_len=16"));
+	D(out, 8) = 73;
+	assert_int_equal(uroce_cm_decode(out, sizeof(out), &m), -EBADMSG);
+	assert_string_equal(uroce_cm_apr_status_name(14), "unknown status");
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 /* Every length short of a MAD is refused with -EMSGSIZE (header decode: below 24),
@@ -611,12 +699,12 @@ static void test_versions_and_classes(void **state)
 	assert_memory_equal(again, b, sizeof(b));
 }
 
-/* LAP, APR, ClassPortInfo and unknown attribute IDs decode as raw bytes and re-encode
+/* ClassPortInfo and unknown attribute IDs decode as raw bytes and re-encode
  * unchanged. */
 static void test_unknown_attributes(void **state)
 {
-	static const uint16_t ids[] = { UROCE_CM_ATTR_LAP, UROCE_CM_ATTR_APR,
-					UROCE_CM_ATTR_CLASS_PORT_INFO, 0x0000, 0x001B, 0xFFFF };
+	static const uint16_t ids[] = { UROCE_CM_ATTR_CLASS_PORT_INFO, 0x0000, 0x000F, 0x001B,
+					0x8010, 0xFFFF };
 	uint8_t b[UROCE_MAD_SIZE], again[UROCE_MAD_SIZE];
 	struct uroce_cm_msg m;
 	char line[256];
@@ -639,7 +727,7 @@ static void test_unknown_attributes(void **state)
 		assert_non_null(strstr(line, uroce_cm_attr_name(ids[i])));
 		assert_non_null(strstr(line, "mod=0x55"));
 	}
-	assert_string_equal(uroce_cm_attr_name(UROCE_CM_ATTR_LAP), "LAP");
+	assert_string_equal(uroce_cm_attr_name(UROCE_CM_ATTR_CLASS_PORT_INFO), "ClassPortInfo");
 	assert_string_equal(uroce_cm_attr_name(0xFFFF), "UnknownAttr");
 }
 
@@ -660,7 +748,7 @@ static void test_foreach(void **state)
 	uroce_cm_hdr_init(&m.hdr, UROCE_CM_ATTR_REP, 1);
 	assert_int_equal(uroce_cm_foreach_field(&m, count_cb, &n), 0);
 	assert_int_equal(n, 17); /* 19 table rows, the 3-piece vendor ID reported once */
-	m.hdr.attr_id = UROCE_CM_ATTR_LAP;
+	m.hdr.attr_id = 0x1234;
 	assert_int_equal(uroce_cm_foreach_field(&m, count_cb, &n), -ENOENT);
 }
 
@@ -838,6 +926,7 @@ int main(void)
 		cmocka_unit_test(test_rep),
 		cmocka_unit_test(test_rtu_dreq_drep),
 		cmocka_unit_test(test_sidr),
+		cmocka_unit_test(test_lap_apr),
 		cmocka_unit_test(test_short_and_long_buffers),
 		cmocka_unit_test(test_versions_and_classes),
 		cmocka_unit_test(test_unknown_attributes),
