@@ -66,6 +66,7 @@ static void test_tables_cover_every_bit_once(void **state)
 				assert_true(f->off + f->nbytes <= UROCE_MAD_DATA_SIZE);
 				assert_true(f->shift + f->width <= f->nbytes * 8u);
 				assert_true(f->vshift + f->width <= f->msize * 8u);
+				assert_true(f->msize == 1 || f->msize == 2 || f->msize == 4 || f->msize == 8);
 				/* bit index counted from the MSB of the container's first byte */
 				first = f->off * 8u + (f->nbytes * 8u - f->shift - f->width);
 				nbits = f->width;
