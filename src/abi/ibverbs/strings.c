@@ -15,6 +15,7 @@ UROCE_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type)
 	case IBV_NODE_RNIC: return "iWARP NIC";
 	case IBV_NODE_USNIC: return "usNIC";
 	case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+	case IBV_NODE_UNSPECIFIED: return "unspecified";
 	default: return "unknown";
 	}
 }
@@ -54,6 +55,7 @@ UROCE_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 	case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
 	case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
 	case IBV_EVENT_GID_CHANGE: return "GID table change";
+	case IBV_EVENT_WQ_FATAL: return "WQ fatal";
 	default: return "unknown";
 	}
 }
@@ -83,6 +85,8 @@ UROCE_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 	case IBV_WC_FATAL_ERR: return "fatal error";
 	case IBV_WC_RESP_TIMEOUT_ERR: return "response timeout error";
 	case IBV_WC_GENERAL_ERR: return "general error";
+	case IBV_WC_TM_ERR: return "TM error";
+	case IBV_WC_TM_RNDV_INCOMPLETE: return "TM software rendezvous";
 	default: return "unknown";
 	}
 }
