@@ -139,7 +139,7 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
 	[0x1C] = ENTRY("RC_FLUSH", FLUSH),
 	[0x1D] = ENTRY("RC_ATOMIC_WRITE", ATOMIC_WR),
 
-	/* UC: SEND and RDMA WRITE only (IBA 9.8.?; table 43). */
+	/* UC: SEND and RDMA WRITE only (IBA table 43). */
 	[0x20] = ENTRY("UC_SEND_FIRST", SEND_F),
 	[0x21] = ENTRY("UC_SEND_MIDDLE", SEND_M),
 	[0x22] = ENTRY("UC_SEND_LAST", SEND_L),
@@ -177,7 +177,7 @@ const struct uroce_opcode_info uroce_opcode_table[256] = {
 	[0x54] = ENTRY("RD_FETCH_ADD", RDQ | ATOMIC),
 	[0x55] = ENTRY("RD_RESYNC", RDQ | F_REQ | UROCE_OPF_ONLY),
 
-	/* UD: SEND Only (+Imm) with DETH (IBA 9.8.?, table 43). */
+	/* UD: SEND Only (+Imm) with DETH (IBA table 43). */
 	[0x64] = ENTRY("UD_SEND_ONLY", SEND_O | UROCE_OPF_DETH),
 	[0x65] = ENTRY("UD_SEND_ONLY_WITH_IMMEDIATE", SEND_O | UROCE_OPF_DETH | IMM),
 

@@ -45,7 +45,7 @@ enum uroce_rx_err uroce_pkt_validate(const uint8_t *buf, size_t len, const struc
 	if (len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
 		return UROCE_RX_TOO_SHORT;
 	op = p->op;
-	/* IBA 9.6.1.1 (C9-?): TVer must be 0. */
+	/* IBA 9.2 / 9.6 header checks: TVer must be 0. */
 	if (p->bth.tver != UROCE_TVER)
 		return UROCE_RX_BAD_TVER;
 	if (!op->name)
@@ -62,7 +62,7 @@ enum uroce_rx_err uroce_pkt_validate(const uint8_t *buf, size_t len, const struc
 	rest = len - op->length - UROCE_ICRC_LEN; /* payload + pad */
 	pad = p->bth.padcnt;
 	if (!(op->mask & UROCE_OPF_PAYLOAD)) {
-		/* IBA 9.6.? : opcodes without payload carry none and no pad. */
+		/* Opcodes without payload (IBA table 43) carry none, so no pad either. */
 		if (rest)
 			return UROCE_RX_PAYLOAD_NOT_ALLOWED;
 		if (pad)
@@ -72,7 +72,7 @@ enum uroce_rx_err uroce_pkt_validate(const uint8_t *buf, size_t len, const struc
 	if (pad > rest)
 		return UROCE_RX_PAD_EXCEEDS_PAYLOAD;
 	/* First and middle packets carry a whole PMTU, a multiple of 4: no pad
-	 * (IBA 9.2.3, C9-?? "only the last/only packet may be padded"). */
+	 * (IBA 9.2: only a LAST/ONLY packet can need pad bytes). */
 	if (pad && !(op->mask & UROCE_OPF_LAST))
 		return UROCE_RX_PAD_INCONSISTENT;
 	if ((op->mask & UROCE_OPF_ATOMIC_WRITE) && p->payload_len != UROCE_ATOMIC_WRITE_LEN)
@@ -80,7 +80,7 @@ enum uroce_rx_err uroce_pkt_validate(const uint8_t *buf, size_t len, const struc
 	if ((op->mask & UROCE_OPF_CNP) && p->payload_len != UROCE_CNP_RESV_LEN)
 		return UROCE_RX_PAYLOAD_LENGTH;
 	if (ctx && ctx->mtu) {
-		/* IBA 9.7.? C9-?: payload never exceeds the PMTU; FIRST and MIDDLE
+		/* IBA 9.7 (packet length checks): payload never exceeds the PMTU; FIRST and MIDDLE
 		 * packets of a multi-packet message carry exactly the PMTU. */
 		if (p->payload_len > ctx->mtu)
 			return UROCE_RX_PAYLOAD_EXCEEDS_MTU;

@@ -128,7 +128,7 @@ struct uroce_wire_deth {
 	uint8_t srcqp[3];
 };
 
-/* IBA 9.3.? XRCETH (XRC, annex A14). */
+/* XRCETH (XRC, IBA annex A14): the XRC SRQ number. */
 struct uroce_wire_xrceth {
 	uint8_t resv;
 	uint8_t xrcsrq[3];
@@ -193,7 +193,7 @@ _Static_assert(sizeof(struct uroce_wire_ieth) == 4, "IETH is 4 bytes (IBA 9.3.8)
 
 #define UROCE_ICRC_LEN 4
 #define UROCE_ATOMIC_WRITE_LEN 8 /* ATOMIC WRITE carries exactly 8 bytes of payload */
-#define UROCE_GSI_QKEY 0x80010000u /* IBA 13.5.? well-known Q_Key of QP1 */
+#define UROCE_GSI_QKEY 0x80010000u /* IBA 13.5 (GSI): well-known Q_Key of QP1 */
 
 /* AETH syndrome (IBA 9.3.5, table 44): bits 7..5 select the kind. */
 enum uroce_aeth_kind {
