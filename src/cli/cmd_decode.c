@@ -146,9 +146,10 @@ static int on_frame(void *arg, unsigned idx, const struct timeval *ts, const uin
 		app(line, sizeof(line), &o, " pkey 0x%04x", p.bth.pkey);
 	/* decode() filled the extension headers iff the table knows the opcode
 	 * and the buffer holds its headers + ICRC; otherwise print the BTH only. */
-	if (p.op->name && f.payload_len >= (size_t)p.op->length + UROCE_ICRC_LEN)
+	if (p.op->name && f.payload_len >= (size_t)p.op->length + UROCE_ICRC_LEN) {
 		describe(line, sizeof(line), &o, &p);
-	app(line, sizeof(line), &o, " payload %u", p.payload_len);
+		app(line, sizeof(line), &o, " payload %u", p.payload_len);
+	}
 	icrc_ok = uroce_icrc_frame_ok(f.family, f.ip, f.ip_len, f.udp, f.payload, f.payload_len);
 	app(line, sizeof(line), &o, " icrc %s", icrc_ok ? "ok" : "BAD");
 	if (icrc_ok)

@@ -4,6 +4,11 @@
  * with what tshark and scapy make of the file.
  *
  *   gen_dissect OUT.pcap > expected.tsv
+ *   gen_dissect --malformed OUT.pcap      frames `uroce decode` must flag (check_decode_cli.sh):
+ *        1 good RC_SEND_ONLY, 2 the same with a flipped payload bit (ICRC BAD),
+ *        3 RC_RDMA_WRITE_ONLY cut inside its RETH (HDR_TRUNCATED), 4 opcode 0x15
+ *        (OPCODE_RESERVED), 5 SEND_ONLY with pad count 3 and 0 bytes (PAD_EXCEEDS_PAYLOAD),
+ *        6 an 8-byte UDP/4791 datagram (TOO_SHORT)
  *
  * Columns: frame family opcode dqpn psn se ackreq padcnt pkey mig
  *          reth_va reth_rkey reth_len aeth_syn aeth_msn atm_va atm_rkey atm_swap atm_cmp
@@ -43,6 +48,69 @@ static void hexcol(uint32_t mask, uint32_t bit, const char *fmt, uint64_t v)
 		printf("\t-");
 }
 
+static int write_frame(struct uroce_pcap_writer *w, const uint8_t *pkt, size_t n, int set_icrc)
+{
+	static uint8_t eth[2200];
+	struct uroce_frame_addr fa;
+	struct uroce_icrc_addr ia;
+	long fl;
+
+	memset(&fa, 0, sizeof(fa));
+	memset(&ia, 0, sizeof(ia));
+	fa.family = ia.family = AF_INET;
+	inet_pton(AF_INET, "192.0.2.10", &fa.src.v4);
+	inet_pton(AF_INET, "192.0.2.11", &fa.dst.v4);
+	ia.src.v4 = fa.src.v4;
+	ia.dst.v4 = fa.dst.v4;
+	fa.sport = ia.sport = 0xC001;
+	fa.dport = ia.dport = UROCE_UDP_PORT;
+	if (set_icrc)
+		uroce_icrc_set(&ia, (uint8_t *)pkt, n);
+	fl = uroce_frame_build_eth(eth, sizeof(eth), &fa, pkt, n);
+	return fl < 0 ? (int)fl : uroce_pcap_write(w, eth, (size_t)fl);
+}
+
+static int malformed(const char *path)
+{
+	struct uroce_pcap_writer *w;
+	struct uroce_pkt p;
+	static uint8_t payload[64], pkt[256];
+	char err[256];
+	long n;
+	int rc = 0;
+
+	w = uroce_pcap_create(path, err, sizeof(err));
+	if (!w) {
+		fprintf(stderr, "gen_dissect: %s\n", err);
+		return 1;
+	}
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = UROCE_OP_SEND_ONLY;
+	p.bth.pkey = 0xFFFF;
+	p.bth.dqpn = 0x11;
+	p.bth.psn = 0x123;
+	p.bth.ackreq = true;
+	p.payload = payload;
+	p.payload_len = sizeof(payload);
+	n = uroce_pkt_encode(pkt, sizeof(pkt), &p);
+	rc |= n < 0 || write_frame(w, pkt, (size_t)n, 1);                /* 1 good */
+	pkt[20] ^= 0x10;
+	rc |= write_frame(w, pkt, (size_t)n, 0);                          /* 2 ICRC BAD */
+	p.bth.opcode = UROCE_OP_WRITE_ONLY;
+	p.payload_len = 0;
+	n = uroce_pkt_encode(pkt, sizeof(pkt), &p);
+	rc |= n < 0 || write_frame(w, pkt, 12 + 8 + 4, 1);                /* 3 cut in RETH */
+	pkt[0] = 0x15;
+	rc |= write_frame(w, pkt, 16, 1);                                 /* 4 reserved opcode */
+	p.bth.opcode = UROCE_OP_SEND_ONLY;
+	p.bth.padcnt = 3;
+	n = uroce_pkt_encode(pkt, sizeof(pkt), &p);
+	rc |= n < 0 || write_frame(w, pkt, 16, 1);                        /* 5 pad > payload */
+	rc |= write_frame(w, pkt, 8, 0);                                  /* 6 too short */
+	uroce_pcap_close(w);
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct uroce_pcap_writer *w;
@@ -50,8 +118,10 @@ int main(int argc, char **argv)
 	unsigned frame = 0;
 	static uint8_t payload[MTU], pkt[2048], eth[2200];
 
+	if (argc == 3 && !strcmp(argv[1], "--malformed"))
+		return malformed(argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: gen_dissect OUT.pcap > expected.tsv\n");
+		fprintf(stderr, "usage: gen_dissect OUT.pcap > expected.tsv | --malformed OUT.pcap\n");
 		return 2;
 	}
 	w = uroce_pcap_create(argv[1], err, sizeof(err));
