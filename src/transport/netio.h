@@ -1,0 +1,101 @@
+/* netio.h — the data path's sockets: how packets leave and arrive (docs/transport.md).
+ *
+ * One struct uroce_netio per open device context.  It holds
+ *   - the receive socket: a member of the device's SO_REUSEPORT group on UDP 4791, created
+ *     by uroced and handed over with SCM_RIGHTS, steered by destination QPN (src/net/steer.c);
+ *   - one send socket per QP (struct uroce_netio_tx): unconnected, bound to the source GID's
+ *     address and the QP's UDP source port (0xC000 | hash(qpn), Soft-RoCE's range),
+ *     IP_PMTUDISC_DO so that IPv4 packets carry Identification 0 and the ICRC computed here
+ *     is the one on the wire.
+ *
+ * The transport (rc_*.c, uc.c, ud.c) builds packets with the wire module; netio completes
+ * them (ICRC), applies fault injection (UROCE_FAULT), sends them (runs of equal-size
+ * packets in one sendmsg with UDP_SEGMENT where the kernel supports it), receives,
+ * validates (uroce_pkt_validate, ICRC included) and counts every drop by reason.
+ *
+ * Thread safety: a netio_tx is used under its QP's lock.  uroce_netio_poll() may be called
+ * by the progress thread and by application threads (ibv_poll_cq on an empty CQ) at the
+ * same time; it serialises internally with a try-lock (a caller that finds another thread
+ * draining returns 0 at once).  Counters are atomics.
+ *
+ * Errors: 0 or a negative errno.
+ */
+#ifndef UROCE_TRANSPORT_NETIO_H
+#define UROCE_TRANSPORT_NETIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "wire/wire.h"
+
+struct uroce_context;
+struct uroce_netio;
+struct uroce_netio_tx;
+
+/* A RoCEv2 address: the GID (IPv4-mapped or IPv6) and the UDP port. */
+struct uroce_netaddr {
+	uint8_t gid[16];
+	uint16_t port;               /* host order; 4791 for destinations */
+};
+
+/* Open the context's data path: get the receive socket from uroced.  The receive socket's
+ * fd is pollable (uroce_netio_fd) for the progress thread's epoll. */
+int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out);
+void uroce_netio_close(struct uroce_netio *nio);
+int uroce_netio_fd(const struct uroce_netio *nio);
+
+/* A QP's sender.  @sgid is the source GID (from the QP's AV or the UD AH), @qpn picks the
+ * UDP source port. */
+int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
+			struct uroce_netio_tx **out);
+void uroce_netio_tx_close(struct uroce_netio_tx *tx);
+
+/* One packet to send: the UDP payload as a list of pieces (headers, payload from user
+ * memory, pad); the last UROCE_ICRC_LEN bytes of the last piece are the ICRC slot, which
+ * netio fills.  netio never writes to the other pieces (they may be application memory). */
+struct uroce_txpkt {
+	struct iovec iov[4];
+	unsigned iovcnt;
+	size_t len;                  /* sum of iov lengths */
+};
+
+/* Send @n packets to @dst.  Returns the number sent (all, unless the socket's buffer is
+ * full: then a short count, and the transport's retransmission covers the rest) or -errno.
+ * Packets dropped by fault injection count as sent. */
+int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
+		     struct uroce_txpkt *pkts, unsigned n);
+
+/* A received, validated packet.  Valid only during the callback. */
+struct uroce_rxpkt {
+	struct uroce_pkt pkt;        /* decoded by uroce_pkt_validate; pkt.payload points into buf */
+	const uint8_t *buf;          /* the UDP payload */
+	size_t len;
+	struct uroce_netaddr src;    /* sender's GID and UDP source port */
+	uint8_t dgid[16];            /* our GID it was addressed to */
+	uint8_t ipv4_hdr[20];        /* for UD receivers' GRH area: the IPv4 header as the
+				      * sender sent it (ID recovered from the ICRC when possible) */
+};
+
+/* Called for each valid packet.  Returning non-zero stops the drain early. */
+typedef int (*uroce_netio_rx_fn)(void *arg, struct uroce_rxpkt *p);
+
+/* Drain up to @budget datagrams without blocking.  Returns the number of datagrams
+ * consumed (valid or dropped), 0 when none was waiting (or another thread is draining). */
+int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg);
+
+/* Counters (also reported by `uroce stat`). */
+struct uroce_netio_stats {
+	uint64_t tx_packets, tx_bytes, tx_errors;
+	uint64_t rx_packets, rx_bytes;
+	uint64_t rx_drop[UROCE_RX_NUM];      /* by validation reason (ICRC included) */
+	uint64_t rx_misrouted;               /* for a QPN this process does not own */
+	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
+};
+void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
+/* The transport found no QP of this process for a valid packet's destination QPN (a
+ * steering change in flight, or a stale peer): counted here with the other drops. */
+void uroce_netio_count_misrouted(struct uroce_netio *nio);
+
+#endif
