@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "verbs/verbs.h"
 
@@ -90,6 +91,20 @@ int uroce_key_alloc(enum uroce_key_kind kind, void *obj, uint32_t *key)
 			goto out;
 		}
 		memset(n + keys_cap, 0, (ncap - keys_cap) * sizeof(*n));
+		/* Random first variants, as rxe: keys are not guessable from the
+		 * allocation order, and two processes rarely hand out equal keys. */
+		{
+			uint64_t x = 0;
+
+			if (getrandom(&x, sizeof(x), 0) != sizeof(x) || !x)
+				x = 0x9E3779B97F4A7C15ull ^ (uintptr_t)n;
+			for (uint32_t i = keys_cap; i < ncap; i++) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				n[i].variant = (uint8_t)x;
+			}
+		}
 		keys = n;
 		keys_cap = ncap;
 		key_claim(first, kind, obj, key);

@@ -7,6 +7,11 @@ LIB=$1
 fail() { echo "FAIL: $*"; exit 1; }
 command -v ibv_devices >/dev/null || { echo "SKIP: ibverbs-utils not installed"; exit 77; }
 export LD_LIBRARY_PATH=$LIB
+# An ASan build of the library needs the ASan runtime first in uninstrumented programs.
+asan=$(ldd "$LIB/libibverbs.so.1" | awk '/libasan/ {print $3}')
+if [ -n "$asan" ]; then
+	export LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0
+fi
 
 out=$(timeout 20 ibv_devices) || fail "ibv_devices exited $?"
 echo "$out"

@@ -1,0 +1,204 @@
+/* unit.c — internals of src/verbs that the public API cannot reach yet (the
+ * transport will): the memory-key table, the memory-window bind rules, MR
+ * deregistration with bound windows, and the CQ ring's overrun and solicited
+ * arming.  No daemon: the context is assembled by hand. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "verbs/verbs.h"
+#include "vt.h"
+
+static struct uroce_context *fake_context(void)
+{
+	struct uroce_context *ctx = calloc(1, sizeof(*ctx));
+	int fds[2];
+
+	CHECK(ctx);
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->async_lock, NULL);
+	uroce_list_init(&ctx->async_queue);
+	uroce_list_init(&ctx->qps);
+	CHECK(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
+	ctx->vctx.context.async_fd = fds[0];
+	ctx->async_wfd = fds[1];
+	ctx->vctx.context.num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
+	return ctx;
+}
+
+static void test_keys(void)
+{
+	static uint32_t keys[5000];
+	int dummy[2];
+	uint32_t k;
+
+	for (int i = 0; i < 5000; i++) {
+		CHECK(uroce_key_alloc(UROCE_KEY_MR, &dummy[0], &keys[i]) == 0);
+		CHECK(keys[i] >> 8 != 0);
+	}
+	for (int i = 0; i < 5000; i += 7)
+		for (int j = i + 1; j < 5000; j += 13)
+			CHECK(keys[i] != keys[j]);
+	CHECK(uroce_key_lookup(keys[10], UROCE_KEY_MR) == &dummy[0]);
+	CHECK(uroce_key_lookup(keys[10], UROCE_KEY_MW) == NULL);     /* wrong kind */
+	CHECK(uroce_key_lookup(keys[10] ^ 1, UROCE_KEY_MR) == NULL); /* wrong variant */
+	CHECK(uroce_key_lookup(0, UROCE_KEY_MR) == NULL);
+	CHECK(uroce_key_lookup(0xFFFFFF00u, UROCE_KEY_MR) == NULL);  /* index never used */
+	uroce_key_free(keys[10]);
+	CHECK(uroce_key_lookup(keys[10], UROCE_KEY_MR) == NULL);     /* stale */
+	for (int i = 0; i < 5000; i++)
+		if (i != 10)
+			uroce_key_free(keys[i]);
+	/* A reused slot never gives back the same key. */
+	CHECK(uroce_key_alloc(UROCE_KEY_MW, &dummy[1], &k) == 0);
+	for (int i = 0; i < 5000; i++)
+		CHECK(k != keys[i] || (k >> 8) != (keys[i] >> 8));
+	CHECK(uroce_key_lookup(k, UROCE_KEY_MW) == &dummy[1]);
+	uroce_key_free(k);
+}
+
+static void test_mw_rules(struct uroce_context *ctx)
+{
+	static char buf[4096];
+	struct uroce_pd *pd, *pd2;
+	struct uroce_mr *mr, *mr_nobind, *mr_ro;
+	struct uroce_mw *mw1, *mw2;
+	struct ibv_mw_bind_info bi;
+
+	CHECK(uroce_pd_alloc(ctx, &pd) == 0 && uroce_pd_alloc(ctx, &pd2) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &mr) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf, IBV_ACCESS_LOCAL_WRITE, &mr_nobind) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf, IBV_ACCESS_MW_BIND, &mr_ro) == 0);
+	CHECK(uroce_mw_alloc(pd, IBV_MW_TYPE_1, &mw1) == 0);
+	CHECK(uroce_mw_alloc(pd2, IBV_MW_TYPE_1, &mw2) == 0);
+
+	bi = (struct ibv_mw_bind_info){ .mr = &mr->mr, .addr = (uintptr_t)buf + 16, .length = 64,
+					.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	CHECK(uroce_mw_bind_check(mw1, &bi) == 0);
+	CHECK(uroce_mw_bind_check(mw2, &bi) == -EINVAL);           /* type 1: same PD */
+	bi.mr = &mr_nobind->mr;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == -EACCES);           /* MR lacks MW_BIND */
+	bi.mr = &mr_ro->mr;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* remote write needs local write */
+	bi.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == 0);
+	bi.mr = &mr->mr;
+	bi.addr = (uintptr_t)buf + 4090;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* beyond the MR */
+	bi.addr = (uintptr_t)buf - 1;
+	bi.length = 1;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);
+	bi.addr = (uintptr_t)buf;
+	bi.length = UINT64_MAX;
+	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* wraps */
+
+	/* A window bound to an MR keeps the MR registered (the transport's bind
+	 * sets these two fields). */
+	mw1->bound_mr = mr;
+	atomic_fetch_add(&mr->num_mw, 1);
+	CHECK(uroce_mr_dereg(mr) == -EBUSY);
+	CHECK(uroce_mr_rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) == -EBUSY);
+	CHECK(uroce_mw_dealloc(mw1) == 0);
+	CHECK(uroce_mr_dereg(mr) == 0);
+	CHECK(uroce_mw_dealloc(mw2) == 0);
+	CHECK(uroce_mr_dereg(mr_nobind) == 0);
+	CHECK(uroce_mr_dereg(mr_ro) == 0);
+	CHECK(uroce_pd_dealloc(pd) == 0 && uroce_pd_dealloc(pd2) == 0);
+}
+
+static int pending_events(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0);
+}
+
+static void test_cq_ring(struct uroce_context *ctx)
+{
+	struct uroce_comp_channel *ch;
+	struct uroce_cq *cq;
+	struct ibv_cq_init_attr_ex a = { .cqe = 4 };
+	struct ibv_wc wc = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV }, out[8];
+	struct ibv_async_event ev;
+	struct ibv_cq *got;
+
+	CHECK(uroce_comp_channel_create(ctx, &ch) == 0);
+	CHECK(fcntl(ch->ch.fd, F_SETFL, O_NONBLOCK) == 0);
+	a.channel = &ch->ch;
+	CHECK(uroce_cq_create(ctx, &a, &cq) == 0);
+	CHECK(cq->cqx.cqe == 4);
+
+	/* Solicited-only arm: an unsolicited success does not fire, a solicited one does. */
+	CHECK(uroce_cq_arm(cq, 1) == 0);
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	CHECK(pending_events(ch->ch.fd) == 0);
+	CHECK(uroce_cq_push(cq, &wc, true) == 0);
+	CHECK(pending_events(ch->ch.fd) == 1);
+	CHECK(uroce_comp_channel_get(ch, &got) == 0 && got == (struct ibv_cq *)&cq->cqx);
+	CHECK(uroce_comp_channel_get(ch, &got) == -EAGAIN);
+	/* An error completion fires a solicited arm too (IBA 11.4.2.2). */
+	CHECK(uroce_cq_arm(cq, 1) == 0);
+	wc.status = IBV_WC_LOC_LEN_ERR;
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	CHECK(uroce_comp_channel_get(ch, &got) == 0);
+	/* A NEXT arm is not weakened by a later solicited arm. */
+	CHECK(uroce_cq_arm(cq, 0) == 0 && uroce_cq_arm(cq, 1) == 0);
+	wc.status = IBV_WC_SUCCESS;
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	CHECK(uroce_comp_channel_get(ch, &got) == 0);
+	pthread_mutex_lock(&cq->cqx.mutex);
+	cq->cqx.comp_events_completed += 3;     /* what ibv_ack_cq_events does */
+	pthread_mutex_unlock(&cq->cqx.mutex);
+
+	/* Four entries in a 4-entry CQ; the fifth overruns: CQ error event. */
+	CHECK(uroce_cq_push(cq, &wc, false) == -ENOSPC);
+	CHECK(uroce_async_event_get(ctx, &ev) == 0);
+	CHECK(ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == (struct ibv_cq *)&cq->cqx);
+	uroce_async_event_ack(&ev);
+	CHECK(uroce_cq_poll(cq, 8, out) == 4);
+	CHECK(out[2].status == IBV_WC_LOC_LEN_ERR);
+	/* Resize keeps the order of what is queued. */
+	wc.wr_id = 1;
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	wc.wr_id = 2;
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	CHECK(uroce_cq_resize(cq, 1) == -EINVAL);   /* fewer than queued */
+	CHECK(uroce_cq_resize(cq, 50) == 0 && cq->cqx.cqe >= 50);
+	CHECK(uroce_cq_poll(cq, 8, out) == 2 && out[0].wr_id == 1 && out[1].wr_id == 2);
+
+	/* An undelivered event of a destroyed CQ is withdrawn from the channel. */
+	CHECK(uroce_cq_arm(cq, 0) == 0);
+	CHECK(uroce_cq_push(cq, &wc, false) == 0);
+	CHECK(pending_events(ch->ch.fd) == 1);
+	CHECK(uroce_comp_channel_destroy(ch) == -EBUSY);
+	CHECK(uroce_cq_destroy(cq) == 0);
+	CHECK(uroce_comp_channel_get(ch, &got) == -EAGAIN);
+	CHECK(uroce_comp_channel_destroy(ch) == 0);
+}
+
+static void test_mtu(void)
+{
+	CHECK(uroce_mtu_from_netdev(65536) == IBV_MTU_4096);
+	CHECK(uroce_mtu_from_netdev(9000) == IBV_MTU_4096);
+	CHECK(uroce_mtu_from_netdev(4096 + 80) == IBV_MTU_4096);
+	CHECK(uroce_mtu_from_netdev(4096 + 79) == IBV_MTU_2048);
+	CHECK(uroce_mtu_from_netdev(1500) == IBV_MTU_1024);
+	CHECK(uroce_mtu_from_netdev(1024 + 80) == IBV_MTU_1024);
+	CHECK(uroce_mtu_from_netdev(1103) == IBV_MTU_512);
+	CHECK(uroce_mtu_from_netdev(576) == IBV_MTU_256);
+	CHECK(uroce_mtu_from_netdev(0) == IBV_MTU_256);
+}
+
+int main(void)
+{
+	struct uroce_context *ctx = fake_context();
+
+	test_keys();
+	test_mw_rules(ctx);
+	test_cq_ring(ctx);
+	test_mtu();
+	return vt_done("verbs_unit");
+}
