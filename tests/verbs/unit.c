@@ -200,5 +200,8 @@ int main(void)
 	test_mw_rules(ctx);
 	test_cq_ring(ctx);
 	test_mtu();
+	close(ctx->vctx.context.async_fd);
+	close(ctx->async_wfd);
+	free(ctx);
 	return vt_done("verbs_unit");
 }
