@@ -144,11 +144,11 @@ int main(int argc, char **argv)
 	}
 	printf("packet: %d bytes (BTH + 4096 B payload + ICRC), %d packets in rotation, best of 5 rounds of %.2f s\n",
 	       PKT_LEN, NPKT, secs);
-	printf("uroce ICRC compute (IPv4, ID 0):     %7.2f GB/s\n", comp);
+	printf("uroce ICRC compute (IPv4, ID 0):          %7.2f GB/s\n", comp);
 	printf("uroce ICRC verify  (rxe peer, ID solved): %7.2f GB/s\n", ver);
-	printf("zlib crc32 (same bytes):             %7.2f GB/s\n", zl);
-	printf("ratio uroce compute / zlib:          %7.2f x\n", comp / zl);
-	printf("ratio uroce verify-with-ID / zlib:   %7.2f x\n", ver / zl);
+	printf("zlib crc32 (same bytes):                  %7.2f GB/s\n", zl);
+	printf("ratio uroce compute / zlib:               %7.2f x\n", comp / zl);
+	printf("ratio uroce verify-with-ID / zlib:        %7.2f x\n", ver / zl);
 	free(pkts);
 	free(rxe);
 	return 0;
