@@ -13,7 +13,7 @@
 static int vt_checks;
 
 #define CHECK(cond) do { \
-	vt_checks++; \
+	__atomic_fetch_add(&vt_checks, 1, __ATOMIC_RELAXED); \
 	if (!(cond)) { \
 		fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__, \
 			#cond, errno, strerror(errno)); \
@@ -24,7 +24,7 @@ static int vt_checks;
 /* An int verb returning an errno value. */
 #define CHECK_RET(expr, want) do { \
 	int __r = (expr); \
-	vt_checks++; \
+	__atomic_fetch_add(&vt_checks, 1, __ATOMIC_RELAXED); \
 	if (__r != (want)) { \
 		fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d (%s)\n", __FILE__, __LINE__, \
 			#expr, __r, strerror(__r), (want), strerror(want)); \
@@ -36,7 +36,7 @@ static int vt_checks;
 #define CHECK_NULL_ERRNO(expr, want) do { \
 	errno = 0; \
 	void *__p = (void *)(expr); \
-	vt_checks++; \
+	__atomic_fetch_add(&vt_checks, 1, __ATOMIC_RELAXED); \
 	if (__p || errno != (want)) { \
 		fprintf(stderr, "%s:%d: %s gave %p errno %d (%s), expected NULL errno %d (%s)\n", \
 			__FILE__, __LINE__, #expr, __p, errno, strerror(errno), (want), strerror(want)); \

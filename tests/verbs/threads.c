@@ -1,0 +1,124 @@
+/* threads.c — exported verbs called concurrently (rping, UCX and MPI progress
+ * threads do this): several threads create, use and destroy their own objects on a
+ * shared context while another waits in ibv_get_async_event and others list
+ * devices.  Run it under ASan/TSan builds to catch races; here it checks that every
+ * thread finishes with consistent results. */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "vt.h"
+
+#define THREADS 4
+#define ROUNDS 40
+
+static struct ibv_context *ctx;
+static struct ibv_pd *shared_pd;
+static struct ibv_cq *shared_cq;
+static uint32_t qpns[THREADS][ROUNDS];
+
+static void *worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	static char bufs[THREADS][4096];
+
+	for (int r = 0; r < ROUNDS; r++) {
+		struct ibv_device **l = ibv_get_device_list(NULL);
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_mr *mr;
+		struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+		struct ibv_qp *qp;
+		struct ibv_sge sge = { 0 };
+		struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 }, *bad;
+		struct ibv_wc wc[8];
+		int n = 0;
+
+		CHECK(l && l[0]);
+		ibv_free_device_list(l);
+		CHECK(pd && cq);
+		mr = ibv_reg_mr(pd, bufs[id], sizeof(bufs[id]), IBV_ACCESS_LOCAL_WRITE);
+		CHECK(mr);
+		qp = ibv_create_qp(shared_pd, &(struct ibv_qp_init_attr){ .send_cq = shared_cq, .recv_cq = cq,
+			.qp_type = IBV_QPT_UD, .cap = { .max_send_wr = 2, .max_recv_wr = 4, .max_send_sge = 1,
+			.max_recv_sge = 1 } });
+		CHECK(qp);
+		qpns[id][r] = qp->qp_num;
+		CHECK_RET(ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+			.qkey = 1 }, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+		for (int i = 0; i < 4; i++) {
+			rw.wr_id = (uint64_t)id << 32 | (uint64_t)r << 8 | (uint64_t)i;
+			CHECK_RET(ibv_post_recv(qp, &rw, &bad), 0);
+		}
+		CHECK_RET(ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		while (n < 4) {
+			int got = ibv_poll_cq(cq, 8, wc);
+
+			CHECK(got >= 0);
+			for (int i = 0; i < got; i++)
+				CHECK(wc[i].wr_id >> 32 == (uint64_t)id && (wc[i].wr_id & 0xFF) == (uint64_t)(n + i) &&
+				      wc[i].status == IBV_WC_WR_FLUSH_ERR);
+			n += got;
+			CHECK(got > 0);
+		}
+		CHECK_RET(ibv_destroy_qp(qp), 0);
+		CHECK_RET(ibv_destroy_cq(cq), 0);
+		CHECK_RET(ibv_dereg_mr(mr), 0);
+		CHECK_RET(ibv_dealloc_pd(pd), 0);
+	}
+	return NULL;
+}
+
+/* Waits for an async event; woken by the SQ_DRAINED event main() provokes. */
+static void *event_waiter(void *arg)
+{
+	struct ibv_async_event ev;
+
+	(void)arg;
+	CHECK(ibv_get_async_event(ctx, &ev) == 0);
+	CHECK(ev.event_type == IBV_EVENT_SQ_DRAINED);
+	ibv_ack_async_event(&ev);
+	return NULL;
+}
+
+int main(void)
+{
+	pthread_t t[THREADS], w;
+	struct ibv_qp *qp;
+	struct ibv_qp_attr a;
+
+	ctx = vt_open_first();
+	shared_pd = ibv_alloc_pd(ctx);
+	shared_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(shared_pd && shared_cq);
+	CHECK(pthread_create(&w, NULL, event_waiter, NULL) == 0);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) == 0);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	/* Live QPs never shared a number. */
+	for (int i = 0; i < THREADS; i++)
+		for (int r = 0; r < ROUNDS; r++)
+			CHECK(qpns[i][r] > 1);
+
+	/* Wake the waiter: a UD QP driven RTS -> SQD with notification. */
+	qp = ibv_create_qp(shared_pd, &(struct ibv_qp_init_attr){ .send_cq = shared_cq, .recv_cq = shared_cq,
+		.qp_type = IBV_QPT_UD, .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+		.max_recv_sge = 1 } });
+	CHECK(qp);
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 1 };
+	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+	a.qp_state = IBV_QPS_RTR;
+	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	a.qp_state = IBV_QPS_RTS;
+	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+	a.qp_state = IBV_QPS_SQD;
+	a.en_sqd_async_notify = 1;
+	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
+	CHECK(pthread_join(w, NULL) == 0);
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	CHECK_RET(ibv_destroy_cq(shared_cq), 0);
+	CHECK_RET(ibv_dealloc_pd(shared_pd), 0);
+	CHECK_RET(ibv_close_device(ctx), 0);
+	return vt_done("verbs_threads");
+}
