@@ -505,6 +505,9 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		break;
 	default:
 		if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
+			/* A UD send names its destination by an AH of the QP's PD. */
+			if (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->qpx.qp_base.pd)
+				return -EINVAL;
 			w->u.ud.ah = wr->wr.ud.ah;
 			w->u.ud.remote_qpn = wr->wr.ud.remote_qpn;
 			w->u.ud.remote_qkey = wr->wr.ud.remote_qkey;
@@ -627,6 +630,10 @@ static int wr_complete(struct ibv_qp_ex *x)
 	struct uroce_qp *qp = qpx_priv(x);
 	int ret = qp->wr_err;
 
+	/* A UD WR without a destination (no wr_set_ud_addr) is incomplete. */
+	for (uint32_t i = 0; !ret && qp->qpx.qp_base.qp_type == IBV_QPT_UD && i < qp->wr_pending; i++)
+		if (!uroce_wq_slot(&qp->sq, qp->sq.tail + i)->u.ud.ah)
+			ret = EINVAL;
 	if (!ret && qp->wr_pending)
 		ret = -sq_commit(qp, qp->wr_pending);
 	qp->wr_pending = 0;
@@ -743,7 +750,7 @@ static void wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn,
 
 	if (!w)
 		return;
-	if (x->qp_base.qp_type != IBV_QPT_UD) {
+	if (x->qp_base.qp_type != IBV_QPT_UD || !ah || ah->pd != x->qp_base.pd) {
 		qpx_priv(x)->wr_err = EINVAL;
 		return;
 	}

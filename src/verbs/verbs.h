@@ -312,6 +312,10 @@ static inline struct uroce_wqe *uroce_wq_slot(struct uroce_wq *wq, uint32_t idx)
 static inline uint32_t uroce_wq_count(const struct uroce_wq *wq) { return wq->tail - wq->head; }
 /* Append receive WRs (caller holds wq->lock); 0 / -ENOMEM / -EINVAL, *bad set. */
 int uroce_wq_post_recv(struct uroce_wq *wq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* Consumer side (the transport): copy the oldest WQE (header and SGEs; `out` must
+ * have room for wq->max_sge SGEs) and remove it.  Caller holds wq->lock.
+ * 0, or -ENOENT when the ring is empty. */
+int uroce_wq_pop(struct uroce_wq *wq, struct uroce_wqe *out);
 
 /* ---- shared receive queue ---- */
 struct uroce_srq {
@@ -329,6 +333,11 @@ int uroce_srq_modify(struct uroce_srq *srq, struct ibv_srq_attr *attr, int mask)
 int uroce_srq_query(struct uroce_srq *srq, struct ibv_srq_attr *attr);
 int uroce_srq_destroy(struct uroce_srq *srq);
 int uroce_srq_post_recv(struct uroce_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* Take the oldest receive WQE for an incoming message (the transport's call).
+ * When that leaves fewer WQEs than an armed srq_limit, raises
+ * IBV_EVENT_SRQ_LIMIT_REACHED once and disarms (IBA 10.2.9.5, 11.6.3.4).
+ * 0 or -ENOENT (empty: the sender gets an RNR NAK). */
+int uroce_srq_pop(struct uroce_srq *srq, struct uroce_wqe *out);
 
 /* ---- queue pair ---- */
 struct uroce_qp {

@@ -65,3 +65,15 @@ int uroce_wq_post_recv(struct uroce_wq *wq, struct ibv_recv_wr *wr, struct ibv_r
 	}
 	return 0;
 }
+
+int uroce_wq_pop(struct uroce_wq *wq, struct uroce_wqe *out)
+{
+	const struct uroce_wqe *w;
+
+	if (wq->head == wq->tail)
+		return -ENOENT;
+	w = uroce_wq_slot(wq, wq->head);
+	memcpy(out, w, sizeof(*w) + (size_t)w->num_sge * sizeof(struct ibv_sge));
+	wq->head++;
+	return 0;
+}

@@ -112,6 +112,15 @@ static void test_queries(struct ibv_context *ctx)
 	CHECK(pa.port_cap_flags & IBV_PORT_CM_SUP);
 	CHECK(pa.pkey_tbl_len == 1 && pa.gid_tbl_len > 0);
 	CHECK(ibv_query_port(ctx, 2, &pa) != 0);
+	/* The exported symbol (old binaries) fills the 48-byte legacy prefix only. */
+	{
+		struct ibv_port_attr full;
+
+		memset(&full, 0x5A, sizeof(full));
+		CHECK_RET((ibv_query_port)(ctx, 1, (struct _compat_ibv_port_attr *)&full), 0);
+		CHECK(full.state == IBV_PORT_ACTIVE && full.link_layer == IBV_LINK_LAYER_ETHERNET);
+		CHECK(full.port_cap_flags2 == 0x5A5A);
+	}
 
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0);
 	{
@@ -330,8 +339,65 @@ static void test_flush_and_events(struct ibv_context *ctx)
 	CHECK_RET(ibv_destroy_cq(cq), EBUSY);
 	CHECK_RET(ibv_destroy_comp_channel(ch), EBUSY);
 	CHECK_RET(ibv_destroy_qp(qp), 0);
+
+	/* UD sends name an AH of the QP's own PD. */
+	{
+		struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+		struct ibv_ah *ah, *ah2;
+		struct ibv_qp *ud;
+		struct ibv_send_wr sw = { .wr_id = 5, .opcode = IBV_WR_SEND, .sg_list = &sge, .num_sge = 1 }, *sbad;
+
+		CHECK(pd2);
+		aa.grh.dgid.raw[10] = aa.grh.dgid.raw[11] = 0xFF;
+		ah = ibv_create_ah(pd, &aa);
+		ah2 = ibv_create_ah(pd2, &aa);
+		CHECK(ah && ah2);
+		ud = ibv_create_qp(pd, &(struct ibv_qp_init_attr){ .send_cq = cq, .recv_cq = cq,
+			.qp_type = IBV_QPT_UD, .cap = { .max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 1,
+			.max_recv_sge = 1 } });
+		CHECK(ud);
+		CHECK_RET(ibv_modify_qp(ud, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+		CHECK_RET(ibv_modify_qp(ud, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		CHECK_RET(ibv_post_send(ud, &sw, &sbad), EINVAL);       /* no AH */
+		sw.wr.ud.ah = ah2;
+		CHECK_RET(ibv_post_send(ud, &sw, &sbad), EINVAL);       /* AH of another PD */
+		sw.opcode = IBV_WR_RDMA_WRITE;
+		sw.wr.ud.ah = ah;
+		CHECK_RET(ibv_post_send(ud, &sw, &sbad), EINVAL);       /* no RDMA on UD */
+		sw.opcode = IBV_WR_SEND;
+		CHECK_RET(ibv_post_send(ud, &sw, &sbad), 0);            /* flushed */
+		CHECK(ibv_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 5 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
+		CHECK_RET(ibv_dealloc_pd(pd2), EBUSY);
+		CHECK_RET(ibv_destroy_qp(ud), 0);
+		CHECK_RET(ibv_destroy_ah(ah), 0);
+		CHECK_RET(ibv_destroy_ah(ah2), 0);
+		CHECK_RET(ibv_dealloc_pd(pd2), 0);
+	}
 	CHECK_RET(ibv_destroy_cq(cq), 0);
 	CHECK_RET(ibv_destroy_comp_channel(ch), 0);
+	CHECK_RET(ibv_dealloc_pd(pd), 0);
+}
+
+static void test_srq_ex(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_srq_init_attr_ex ax = { .attr = { .max_wr = 4, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE, .srq_type = IBV_SRQT_BASIC, .pd = pd };
+	struct ibv_srq *srq;
+	uint32_t num;
+
+	CHECK(pd);
+	srq = ibv_create_srq_ex(ctx, &ax);
+	CHECK(srq && ax.attr.max_wr >= 4);
+	CHECK_RET(ibv_get_srq_num(srq, &num), EOPNOTSUPP);
+	ax.srq_type = IBV_SRQT_XRC;
+	CHECK_NULL_ERRNO(ibv_create_srq_ex(ctx, &ax), EOPNOTSUPP);
+	ax.srq_type = IBV_SRQT_BASIC;
+	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
+	CHECK_NULL_ERRNO(ibv_create_srq_ex(ctx, &ax), EINVAL);   /* no PD */
+	CHECK_RET(ibv_destroy_srq(srq), 0);
 	CHECK_RET(ibv_dealloc_pd(pd), 0);
 }
 
@@ -604,6 +670,7 @@ int main(void)
 	test_cq_channel(ctx);
 	test_flush_and_events(ctx);
 	test_srq(ctx);
+	test_srq_ex(ctx);
 	test_qp_create(ctx, ctx2);
 	test_ah(ctx);
 	CHECK_RET(ibv_close_device(ctx2), 0);

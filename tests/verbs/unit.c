@@ -179,6 +179,41 @@ static void test_cq_ring(struct uroce_context *ctx)
 	CHECK(uroce_comp_channel_destroy(ch) == 0);
 }
 
+/* The transport's consumer side of an SRQ: order, and the one-shot limit event. */
+static void test_srq_pop(struct uroce_context *ctx)
+{
+	struct uroce_pd *pd;
+	struct uroce_srq *srq;
+	struct ibv_srq_init_attr ia = { .attr = { .max_wr = 8, .max_sge = 2, .srq_limit = 3 } };
+	struct ibv_sge sge[2] = { { .addr = 0x1000, .length = 64, .lkey = 7 }, { .addr = 0x2000, .length = 8, .lkey = 9 } };
+	struct ibv_recv_wr wr = { .sg_list = sge, .num_sge = 2 }, *bad;
+	union { struct uroce_wqe w; char room[sizeof(struct uroce_wqe) + 2 * sizeof(struct ibv_sge)]; } out;
+	struct ibv_async_event ev;
+
+	CHECK(uroce_pd_alloc(ctx, &pd) == 0);
+	CHECK(uroce_srq_create(pd, &ia, &srq) == 0);
+	for (int i = 0; i < 5; i++) {
+		wr.wr_id = 10 + i;
+		CHECK(uroce_srq_post_recv(srq, &wr, &bad) == 0);
+	}
+	CHECK(uroce_srq_pop(srq, &out.w) == 0);   /* 4 left: above the limit */
+	CHECK(out.w.wr_id == 10 && out.w.num_sge == 2 && out.w.sge[1].lkey == 9 && out.w.sge[0].length == 64);
+	CHECK(uroce_async_event_get(ctx, &ev) == -EAGAIN);
+	CHECK(uroce_srq_pop(srq, &out.w) == 0);   /* 3 left: not below 3 */
+	CHECK(uroce_async_event_get(ctx, &ev) == -EAGAIN);
+	CHECK(uroce_srq_pop(srq, &out.w) == 0);   /* 2 left: below the limit */
+	CHECK(out.w.wr_id == 12);
+	CHECK(uroce_async_event_get(ctx, &ev) == 0);
+	CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == &srq->srq);
+	uroce_async_event_ack(&ev);
+	CHECK(srq->srq_limit == 0);                /* disarmed */
+	CHECK(uroce_srq_pop(srq, &out.w) == 0 && uroce_srq_pop(srq, &out.w) == 0 && out.w.wr_id == 14);
+	CHECK(uroce_async_event_get(ctx, &ev) == -EAGAIN);
+	CHECK(uroce_srq_pop(srq, &out.w) == -ENOENT);
+	CHECK(uroce_srq_destroy(srq) == 0);
+	CHECK(uroce_pd_dealloc(pd) == 0);
+}
+
 static void test_mtu(void)
 {
 	CHECK(uroce_mtu_from_netdev(65536) == IBV_MTU_4096);
@@ -199,6 +234,7 @@ int main(void)
 	test_keys();
 	test_mw_rules(ctx);
 	test_cq_ring(ctx);
+	test_srq_pop(ctx);
 	test_mtu();
 	close(ctx->vctx.context.async_fd);
 	close(ctx->async_wfd);
