@@ -270,6 +270,23 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 	return 0;
 }
 
+/* Enter Error from any state but Reset.  Caller holds qp->lock. */
+static void enter_error(struct uroce_qp *qp)
+{
+	struct ibv_qp *ib = &qp->qpx.qp_base;
+
+	if (qp->attr.qp_state == IBV_QPS_ERR || qp->attr.qp_state == IBV_QPS_RESET)
+		return;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	ib->state = IBV_QPS_ERR;
+	flush_sq(qp);
+	flush_rq(qp);
+	/* IBA 11.6.3.3 (C11-35): a QP on an SRQ that enters Error reports Last WQE
+	 * Reached once no more WQEs of the SRQ will be consumed for it. */
+	if (ib->srq)
+		uroce_async_event_post(qp->uctx, IBV_EVENT_QP_LAST_WQE_REACHED, ib, 0);
+}
+
 /* ----------------------------------------------------------------- modify */
 
 #define QP_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
@@ -396,16 +413,11 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 	} else {
 		apply(qp, a, mask);
 	}
-	qp->attr.qp_state = next;
-	ib->state = next;
-
-	if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR) {
-		flush_sq(qp);
-		flush_rq(qp);
-		/* IBA 11.6.3.3 (C11-35): a QP on an SRQ that enters Error reports
-		 * Last WQE Reached once no more WQEs of the SRQ will be consumed. */
-		if (ib->srq)
-			uroce_async_event_post(qp->uctx, IBV_EVENT_QP_LAST_WQE_REACHED, ib, 0);
+	if (next == IBV_QPS_ERR) {
+		enter_error(qp);
+	} else {
+		qp->attr.qp_state = next;
+		ib->state = next;
 	}
 	if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify) {
 		/* Nothing is ever in flight before the transport exists: the send
@@ -439,6 +451,31 @@ int uroce_qp_query(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask, struct 
 		init->sq_sig_all = qp->sq_sig_all;
 	}
 	return 0;
+}
+
+void uroce_qp_error(struct uroce_qp *qp, enum ibv_event_type event)
+{
+	bool was_live;
+
+	pthread_mutex_lock(&qp->lock);
+	was_live = qp->attr.qp_state != IBV_QPS_ERR && qp->attr.qp_state != IBV_QPS_RESET;
+	enter_error(qp);
+	pthread_mutex_unlock(&qp->lock);
+	if (was_live && event)
+		uroce_async_event_post(qp->uctx, event, &qp->qpx.qp_base, 0);
+}
+
+void uroce_qp_sq_error(struct uroce_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_RC) {
+		enter_error(qp);
+	} else if (qp->attr.qp_state == IBV_QPS_RTS || qp->attr.qp_state == IBV_QPS_SQD) {
+		qp->attr.qp_state = IBV_QPS_SQE;
+		qp->qpx.qp_base.state = IBV_QPS_SQE;
+		flush_sq(qp);
+	}
+	pthread_mutex_unlock(&qp->lock);
 }
 
 /* ------------------------------------------------------------------- post */

@@ -145,6 +145,7 @@ struct uroce_context {
 	int stop_pipe[2];                     /* wakes the watcher at close */
 
 	struct uroce_list qps;                /* struct uroce_qp.ctx_node */
+	void *transport;                      /* per-context engine state (progress thread, socket) */
 
 	struct verbs_context vctx;            /* must be last (abi-compat §3.2) */
 };
@@ -369,6 +370,14 @@ int uroce_qp_query(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 int uroce_qp_post_recv(struct uroce_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int uroce_qp_post_send(struct uroce_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 void uroce_qp_ex_init_ops(struct uroce_qp *qp);
+/* Errors the transport detects.  uroce_qp_error: the QP enters Error (IBA 10.3.1),
+ * every posted WQE is flushed and `event` (e.g. IBV_EVENT_QP_FATAL,
+ * IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR; 0 for none) is raised.
+ * uroce_qp_sq_error: a UC/UD send-queue error enters SQ Error, flushing only the send
+ * queue (the receive side keeps working); an RC QP goes to Error instead.  The WQE
+ * that failed is completed by the caller, with its error status, before the call. */
+void uroce_qp_error(struct uroce_qp *qp, enum ibv_event_type event);
+void uroce_qp_sq_error(struct uroce_qp *qp);
 
 /* The IBTA QP state machine (IBA 10.3.1, 11.2.4.2): is `mask` a legal set of
  * attributes for cur → next on a QP of `type`?  (qp_state.c) */
