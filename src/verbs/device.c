@@ -24,6 +24,13 @@
 
 const char uroce_device_marker[] = "uroce";
 
+/* rdma-core's providers read the word at +664 of every device (abi-compat §3.2). */
+_Static_assert(offsetof(struct uroce_device, ops) == 664, "ops word must sit at +664");
+_Static_assert(sizeof(struct uroce_device) >= 712, "a device object must span struct verbs_device");
+/* The context ends with struct ibv_context (verbs_context grows downwards). */
+_Static_assert(offsetof(struct uroce_context, vctx) + sizeof(struct verbs_context) == sizeof(struct uroce_context),
+	       "struct verbs_context must be the last member");
+
 /* ------------------------------------------------------------------ devices */
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -74,5 +74,23 @@ int main(void)
 	CHECK_RET(ibv_destroy_cq(cq), 0);
 	CHECK_RET(ibv_dealloc_pd(pd), 0);
 	CHECK_RET(ibv_close_device(ctx), 0);
+
+	/* A new device list autostarts a new daemon; the device object is the same
+	 * and opens again. */
+	{
+		struct ibv_device **l = ibv_get_device_list(NULL);
+		struct ibv_context *c2;
+		struct ibv_pd *pd2;
+
+		CHECK(l && l[0]);
+		c2 = ibv_open_device(l[0]);
+		CHECK(c2);
+		CHECK(find_uroced() > 0 && find_uroced() != pid);
+		pd2 = ibv_alloc_pd(c2);
+		CHECK(pd2);
+		CHECK_RET(ibv_dealloc_pd(pd2), 0);
+		CHECK_RET(ibv_close_device(c2), 0);
+		ibv_free_device_list(l);
+	}
 	return vt_done("verbs_daemon_death");
 }
