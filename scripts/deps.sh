@@ -11,7 +11,7 @@ set -eu
 
 BUILD_PKGS="cmake make gcc pkg-config libibverbs-dev librdmacm-dev libisal-dev libpcap-dev \
 libcmocka-dev zlib1g-dev iproute2"
-TEST_PKGS="clang libclang-rt-14-dev tshark python3-scapy ibverbs-utils rdmacm-utils perftest qperf \
+TEST_PKGS="clang libclang-rt-14-dev binutils python3 ibverbs-providers tshark python3-scapy ibverbs-utils rdmacm-utils perftest qperf \
 iperf3 python3-pyverbs libucx0 ucx-utils libfabric1 openmpi-bin libopenmpi3 util-linux"
 
 case "${1:-build}" in
