@@ -109,6 +109,28 @@ static int merge_devices(const struct uroce_dev_info *infos, unsigned n, bool *p
 }
 #endif
 
+#if UROCE_HAVE_IPC
+/* Connect (autostarting uroced) and fetch the device table.  A daemon that is
+ * exiting can still accept a connection and then reset it; the next attempt
+ * reaches its successor, which uroce_ipc_open autostarts.  Bounded retries. */
+static int open_and_list(struct uroce_ipc **ipcp, struct uroce_dev_info **infos, unsigned *n)
+{
+	int ret = -ECONNRESET;
+
+	for (int attempt = 0; attempt < 5 && (ret == -ECONNRESET || ret == -EPIPE); attempt++) {
+		ret = uroce_ipc_open(ipcp, UROCE_IPC_AUTOSTART);
+		if (ret)
+			continue;
+		ret = uroce_ipc_devices(*ipcp, infos, n);
+		if (ret) {
+			uroce_ipc_close(*ipcp);
+			*ipcp = NULL;
+		}
+	}
+	return ret;
+}
+#endif
+
 int uroce_device_list(struct ibv_device ***list, int *n)
 {
 #if UROCE_HAVE_IPC
@@ -119,13 +141,10 @@ int uroce_device_list(struct ibv_device ***list, int *n)
 	bool *present;
 	int ret;
 
-	ret = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+	ret = open_and_list(&ipc, &infos, &ninfo);
 	if (ret)
 		return ret;
-	ret = uroce_ipc_devices(ipc, &infos, &ninfo);
 	uroce_ipc_close(ipc);
-	if (ret)
-		return ret;
 
 	pthread_mutex_lock(&devices_lock);
 	present = calloc(num_devices + ninfo + 1, sizeof(*present));
@@ -378,12 +397,9 @@ int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
 	uroce_list_init(&ctx->qps);
 	ctx->dev = dev;
 
-	ret = uroce_ipc_open(&ctx->ipc, UROCE_IPC_AUTOSTART);
+	ret = open_and_list(&ctx->ipc, &infos, &n);
 	if (ret)
 		goto err_free;
-	ret = uroce_ipc_devices(ctx->ipc, &infos, &n);
-	if (ret)
-		goto err_ipc;
 	for (unsigned i = 0; i < n; i++)
 		if (!strncmp(infos[i].name, dev->ibdev.name, sizeof(infos[i].name))) {
 			uroce_device_set_info(dev, &infos[i]);
