@@ -130,7 +130,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 
 	pthread_mutex_lock(&cq->lock);
 	if (cq->tail - cq->head >= (uint32_t)cq->cqx.cqe) {
-		/* IBA 11.4.2.1 (C11-13): overrun is a CQ error, reported as an
+		/* IBA 11.4.2 (completion queue operations): overrun is a CQ error, reported as an
 		 * affiliated asynchronous event. */
 		if (!cq->overflowed) {
 			cq->overflowed = true;

@@ -153,7 +153,8 @@ int uroce_mr_check_access(unsigned access)
 		return -EINVAL;
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return -EOPNOTSUPP;
-	/* IBA 10.6.3.1 (C10-86): remote write or atomic access requires local write. */
+	/* IBA 10.6.3 (memory access rights): remote write or atomic access requires
+	 * local write. */
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;

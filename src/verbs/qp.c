@@ -281,7 +281,7 @@ static void enter_error(struct uroce_qp *qp)
 	ib->state = IBV_QPS_ERR;
 	flush_sq(qp);
 	flush_rq(qp);
-	/* IBA 11.6.3.3 (C11-35): a QP on an SRQ that enters Error reports Last WQE
+	/* IBA 11.6.3 (affiliated asynchronous events): a QP on an SRQ that enters Error reports Last WQE
 	 * Reached once no more WQEs of the SRQ will be consumed for it. */
 	if (ib->srq)
 		uroce_async_event_post(qp->uctx, IBV_EVENT_QP_LAST_WQE_REACHED, ib, 0);
@@ -490,7 +490,7 @@ int uroce_qp_post_recv(struct uroce_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&qp->lock);
-	/* IBA 10.8.2 (C10-43): no receive WR may be posted in Reset. */
+	/* IBA 10.3.1: a QP in Reset accepts no work requests. */
 	if (qp->attr.qp_state == IBV_QPS_RESET) {
 		pthread_mutex_unlock(&qp->lock);
 		*bad = wr;

@@ -4,7 +4,7 @@
  * tables of IBA 11.2.4.2 (Modify QP) list, for each transition and each service
  * type, the attributes that MUST be supplied and those that MAY be.  A Modify QP
  * that omits a required attribute or carries one outside both sets is rejected
- * with EINVAL (C11-8).
+ * with EINVAL.
  *
  * Rows: from-state; columns: to-state.  Transitions to Reset (from every state)
  * and to Error (from every state but Reset) take no attribute.  SQE → RTS exists only for

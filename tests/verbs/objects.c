@@ -153,7 +153,7 @@ static void test_mr(struct ibv_context *ctx)
 	struct ibv_mw *mw1, *mw2;
 
 	CHECK(pd && pd2);
-	/* IBA C10-86: remote write / atomic need local write. */
+	/* IBA 10.6.3: remote write / atomic need local write. */
 	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_REMOTE_WRITE), EINVAL);
 	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_REMOTE_ATOMIC), EINVAL);
 	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_REMOTE_READ | 1 << 15), EINVAL);
@@ -269,7 +269,7 @@ static void test_flush_and_events(struct ibv_context *ctx)
 	qp = ibv_create_qp(pd, &ia);
 	CHECK(qp && qp->state == IBV_QPS_RESET && qp->qp_num > 1);
 	CHECK(ia.cap.max_recv_wr >= 4 && ia.cap.max_send_wr >= 4);
-	/* Reset: no receive WRs (IBA C10-43). */
+	/* Reset: no receive WRs (IBA 10.3.1). */
 	CHECK_RET(ibv_post_recv(qp, &rw, &bad), EINVAL);
 	CHECK(bad == &rw);
 	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
