@@ -339,6 +339,7 @@ int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex 
 int uroce_cq_destroy(struct uroce_cq *cq)
 {
 	struct ibv_cq_ex *x = &cq->cqx;
+	uint32_t delivered = 0;
 
 	if (atomic_load(&cq->usecnt))
 		return -EBUSY;
@@ -350,14 +351,15 @@ int uroce_cq_destroy(struct uroce_cq *cq)
 			uroce_list_del(&cq->ev_node);
 			cq->on_channel = false;
 		}
+		delivered = cq->comp_events_delivered;   /* counted under ch->lock */
 		pthread_mutex_unlock(&ch->lock);
 	}
 	/* Wait for ibv_ack_cq_events of every event handed out (ibv_get_cq_event(3)). */
 	pthread_mutex_lock(&x->mutex);
-	while (x->comp_events_completed < cq->comp_events_delivered)
+	while (x->comp_events_completed < delivered)
 		pthread_cond_wait(&x->cond, &x->mutex);
 	pthread_mutex_unlock(&x->mutex);
-	uroce_async_event_drain(cq->uctx, x, cq->async_events_delivered,
+	uroce_async_event_drain(cq->uctx, x, &cq->async_events_delivered,
 				&x->mutex, &x->cond, &x->async_events_completed);
 	if (x->channel) {
 		pthread_mutex_lock(&x->context->mutex);

@@ -317,10 +317,11 @@ void uroce_async_event_ack(struct ibv_async_event *ev)
 	}
 }
 
-void uroce_async_event_drain(struct uroce_context *ctx, void *obj, uint32_t delivered,
+void uroce_async_event_drain(struct uroce_context *ctx, void *obj, const uint32_t *delivered_count,
 			     pthread_mutex_t *mutex, pthread_cond_t *cond, uint32_t *completed)
 {
 	struct uroce_list *n, *next;
+	uint32_t delivered;
 
 	pthread_mutex_lock(&ctx->async_lock);
 	for (n = ctx->async_queue.next; n != &ctx->async_queue; n = next) {
@@ -332,6 +333,7 @@ void uroce_async_event_drain(struct uroce_context *ctx, void *obj, uint32_t deli
 			free(e);
 		}
 	}
+	delivered = *delivered_count;   /* written under async_lock by uroce_async_event_get */
 	pthread_mutex_unlock(&ctx->async_lock);
 
 	/* Like the kernel's destroy: wait until the application acknowledged every

@@ -249,7 +249,7 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 	pthread_mutex_lock(&ctx->lock);
 	uroce_list_del(&qp->ctx_node);
 	pthread_mutex_unlock(&ctx->lock);
-	uroce_async_event_drain(ctx, ib, qp->events_delivered, &ib->mutex, &ib->cond,
+	uroce_async_event_drain(ctx, ib, &qp->events_delivered, &ib->mutex, &ib->cond,
 				&ib->events_completed);
 #if UROCE_HAVE_IPC
 	/* After the daemon's death the number is already gone with the connection. */

@@ -107,7 +107,7 @@ int uroce_srq_destroy(struct uroce_srq *srq)
 {
 	if (atomic_load(&srq->usecnt))
 		return -EBUSY;
-	uroce_async_event_drain(srq->uctx, &srq->srq, srq->events_delivered,
+	uroce_async_event_drain(srq->uctx, &srq->srq, &srq->events_delivered,
 				&srq->srq.mutex, &srq->srq.cond, &srq->srq.events_completed);
 	atomic_fetch_sub(&uroce_pd_from_ib(srq->srq.pd)->usecnt, 1);
 	uroce_wq_fini(&srq->rq);

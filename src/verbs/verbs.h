@@ -168,7 +168,7 @@ void uroce_async_event_ack(struct ibv_async_event *ev);
 /* Remove queued events that name `obj` (called by destroy verbs), then wait until
  * every delivered event of `obj` was acknowledged: *mutex / *cond / *completed
  * are the object's public fields. */
-void uroce_async_event_drain(struct uroce_context *ctx, void *obj, uint32_t delivered,
+void uroce_async_event_drain(struct uroce_context *ctx, void *obj, const uint32_t *delivered,
 			     pthread_mutex_t *mutex, pthread_cond_t *cond, uint32_t *completed);
 
 int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *attr);
