@@ -81,9 +81,25 @@ static void *event_waiter(void *arg)
 	return NULL;
 }
 
+static struct ibv_comp_channel *chan;
+static struct ibv_cq *chan_cq;
+
+/* Blocks in ibv_get_cq_event until main() makes the armed CQ fire. */
+static void *cq_waiter(void *arg)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	(void)arg;
+	CHECK(ibv_get_cq_event(chan, &cq, &cq_ctx) == 0);
+	CHECK(cq == chan_cq && cq_ctx == (void *)0xC0FFEE);
+	ibv_ack_cq_events(cq, 1);
+	return NULL;
+}
+
 int main(void)
 {
-	pthread_t t[THREADS], w;
+	pthread_t t[THREADS], w, cw;
 	struct ibv_qp *qp;
 	struct ibv_qp_attr a;
 
@@ -92,6 +108,12 @@ int main(void)
 	shared_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	CHECK(shared_pd && shared_cq);
 	CHECK(pthread_create(&w, NULL, event_waiter, NULL) == 0);
+	chan = ibv_create_comp_channel(ctx);
+	CHECK(chan);
+	chan_cq = ibv_create_cq(ctx, 4, (void *)0xC0FFEE, chan, 0);
+	CHECK(chan_cq);
+	CHECK_RET(ibv_req_notify_cq(chan_cq, 0), 0);
+	CHECK(pthread_create(&cw, NULL, cq_waiter, NULL) == 0);
 	for (int i = 0; i < THREADS; i++)
 		CHECK(pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) == 0);
 	for (int i = 0; i < THREADS; i++)
@@ -117,6 +139,28 @@ int main(void)
 	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
 	CHECK(pthread_join(w, NULL) == 0);
 	CHECK_RET(ibv_destroy_qp(qp), 0);
+
+	/* Wake the CQ waiter: a receive flushed into its armed CQ. */
+	qp = ibv_create_qp(shared_pd, &(struct ibv_qp_init_attr){ .send_cq = shared_cq, .recv_cq = chan_cq,
+		.qp_type = IBV_QPT_UD, .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+		.max_recv_sge = 1 } });
+	CHECK(qp);
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 1 };
+	CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+	{
+		struct ibv_sge sge = { 0 };
+		struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad;
+		struct ibv_wc wc;
+
+		CHECK_RET(ibv_post_recv(qp, &rw, &bad), 0);
+		a.qp_state = IBV_QPS_ERR;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+		CHECK(pthread_join(cw, NULL) == 0);
+		CHECK(ibv_poll_cq(chan_cq, 1, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR);
+	}
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	CHECK_RET(ibv_destroy_cq(chan_cq), 0);
+	CHECK_RET(ibv_destroy_comp_channel(chan), 0);
 	CHECK_RET(ibv_destroy_cq(shared_cq), 0);
 	CHECK_RET(ibv_dealloc_pd(shared_pd), 0);
 	CHECK_RET(ibv_close_device(ctx), 0);
