@@ -292,6 +292,50 @@ static void bad_values(struct ibv_qp *rc)
 	}
 }
 
+/* Long random walks: each step picks a target state and a mask built from the
+ * model's required/optional sets plus random noise, and the library's answer and
+ * resulting state must match the model's at every step (seeded, reproducible). */
+static void random_walk(struct ibv_qp *qp, unsigned seed, int steps)
+{
+	enum ibv_qp_state model = IBV_QPS_RESET;
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+
+	walk_to(qp, IBV_QPS_RESET);
+	for (int i = 0; i < steps; i++) {
+		enum ibv_qp_state to;
+		int req = 0, opt = 0, mask, ret;
+		struct ibv_qp_attr a;
+		bool want;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		to = (enum ibv_qp_state)(x % 7);
+		if (to == IBV_QPS_SQE)
+			to = IBV_QPS_RTS;
+		expect(qp->qp_type, model, to, &req, &opt);
+		mask = IBV_QP_STATE | req | (opt & (int)(x >> 8));
+		if ((x >> 40) % 4 == 0)
+			mask |= all_bits[(x >> 20) % N_BITS];       /* sometimes a stray attribute */
+		if ((x >> 44) % 5 == 0 && req)
+			mask &= ~(req & -req);                       /* sometimes a missing one */
+		want = expect_ok(qp->qp_type, model, to, mask);
+		a = good_attr(model, to);
+		ret = ibv_modify_qp(qp, &a, mask);
+		transitions_tried++;
+		if ((ret == 0) != want) {
+			fprintf(stderr, "seed %u step %d type %d %d -> %d mask 0x%x: got %d, expected %s\n", seed, i,
+				qp->qp_type, model, to, mask, ret, want ? "success" : "EINVAL");
+			exit(1);
+		}
+		if (!ret) {
+			transitions_ok++;
+			model = to;
+		}
+		CHECK(qp->state == model);
+	}
+}
+
 int main(void)
 {
 	struct ibv_context *ctx = vt_open_first();
@@ -307,6 +351,7 @@ int main(void)
 
 		CHECK(qp);
 		sweep(qp);
+		random_walk(qp, 1 + t, 5000);
 		if (types[t] == IBV_QPT_RC)
 			bad_values(qp);
 		CHECK_RET(ibv_destroy_qp(qp), 0);
