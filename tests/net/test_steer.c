@@ -15,19 +15,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "check.h"
 #include "net/steer.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		checks++;                                                                 \
-		if (!(cond)) {                                                            \
-			failures++;                                                       \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fputc('\n', stderr);                                              \
-		}                                                                         \
-	} while (0)
 
 static uint32_t reference(const struct uroce_steer_rule *r, size_t n, uint16_t dflt,
 			  uint32_t qpn, size_t len)
@@ -174,6 +164,5 @@ int main(void)
 {
 	test_program();
 	test_kernel();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	return check_summary();
 }

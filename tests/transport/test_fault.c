@@ -4,19 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "transport/fault.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		checks++;                                                                 \
-		if (!(cond)) {                                                            \
-			failures++;                                                       \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fputc('\n', stderr);                                              \
-		}                                                                         \
-	} while (0)
 
 static void test_parse(void)
 {
@@ -118,6 +108,5 @@ int main(void)
 	test_rates();
 	test_replay();
 	test_corrupt();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	return check_summary();
 }
