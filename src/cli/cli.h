@@ -11,8 +11,16 @@ struct uroce_cmd {
 
 /* X(name, function, one-line help).  A subcommand appears here once its cmd_*.c exists. */
 #define UROCE_COMMANDS(X)                                                         \
-	X("decode", uroce_cmd_decode, "print the RoCEv2 packets of capture files")
+	X("decode", uroce_cmd_decode, "print the RoCEv2 packets of capture files") \
+	X("link", uroce_cmd_link, "uroce devices: show, add, delete (one per netdev)") \
+	X("stat", uroce_cmd_stat, "counters kept by uroced")                        \
+	X("daemon", uroce_cmd_daemon, "uroced of this network namespace: start, stop, status") \
+	X("run", uroce_cmd_run, "run a program on uroce's libibverbs/librdmacm")
 
 int uroce_cmd_decode(int argc, char **argv);
+int uroce_cmd_link(int argc, char **argv);
+int uroce_cmd_stat(int argc, char **argv);
+int uroce_cmd_daemon(int argc, char **argv);
+int uroce_cmd_run(int argc, char **argv);
 
 #endif

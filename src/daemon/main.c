@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 				uroced_accept(&d);
 			} else if (p == &rtnl_tag) {
 				if (uroce_rtnl_drain(d.rtnl_fd) && uroce_dev_refresh_all(&d.devs) > 0)
-					d.generation++;
+					d.generation++;  /* (also done before device queries) */
 			} else if (p == &sig_tag) {
 				d.stop = 1;
 			} else {

@@ -313,6 +313,15 @@ static void fill_status(struct uroced *d, struct uroce_daemon_status *st)
 		st->qpns_allocated += d->devs.dev[i]->qpns.used;
 }
 
+/* Apply pending rtnetlink events before answering a device query.  The kernel
+ * queues the notification before `ip addr add` returns, so this makes a query
+ * issued after a change see it, whatever order epoll reports the sockets in. */
+static void sync_netdevs(struct uroced *d)
+{
+	if (d->rtnl_fd >= 0 && uroce_rtnl_drain(d->rtnl_fd) && uroce_dev_refresh_all(&d->devs) > 0)
+		d->generation++;
+}
+
 static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
 		    struct uroce_ipc_resp *resp)
 {
@@ -322,6 +331,8 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		fill_status(d, &resp->u.status);
 		return 0;
 	case UROCE_OP_DEV_GET:
+		if (req->arg == 0)
+			sync_netdevs(d);
 		resp->count = d->devs.n;
 		if (req->arg >= d->devs.n)
 			return -ENOENT;
@@ -330,6 +341,8 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 	case UROCE_OP_STATS_GET: {
 		struct uroce_dev *dev;
 
+		if (req->arg == 0)
+			sync_netdevs(d);
 		resp->count = d->devs.n;
 		if (req->arg >= d->devs.n)
 			return -ENOENT;

@@ -1,0 +1,112 @@
+/* cmd_stat.c — `uroce stat`: counters kept by uroced, in the manner of
+ * `rdma statistic show`:
+ *
+ *   uroce stat [show] [link DEV[/PORT]]
+ *
+ * One line per device port with the daemon's control-path counters.  Per-QP
+ * data-path counters will be read from shared memory the clients register with
+ * the daemon (docs/daemon.md); they are not available yet.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ipc/ipc.h"
+
+static int matches(const char *arg, const char *keyword)
+{
+	size_t n = strlen(arg);
+
+	return n && n <= strlen(keyword) && !strncmp(arg, keyword, n);
+}
+
+static int stat_help(FILE *f)
+{
+	fprintf(f, "Usage: uroce stat show\n"
+		   "       uroce stat show link [DEV/PORT_INDEX]\n"
+		   "       uroce stat help\n");
+	return f == stdout ? 0 : 1;
+}
+
+static int stat_show(int argc, char **argv)
+{
+	struct uroce_daemon_status st;
+	struct uroce_dev_stats *ds;
+	struct uroce_ipc *ipc;
+	char want[UROCE_DEV_NAME_MAX + 8] = "";
+	unsigned n, shown = 0;
+	int err;
+
+	if (argc >= 1) {
+		if (!matches(argv[0], "link")) {
+			fprintf(stderr, "Unknown parameter '%s'.\n", argv[0]);
+			return 1;
+		}
+		if (argc >= 2) {
+			char *slash;
+
+			snprintf(want, sizeof(want), "%s", argv[1]);
+			slash = strchr(want, '/');
+			if (slash) {
+				if (strcmp(slash + 1, "1")) {
+					fprintf(stderr, "Wrong port index %s\n", slash + 1);
+					return 1;
+				}
+				*slash = 0;
+			}
+		}
+		if (argc > 2) {
+			fprintf(stderr, "Unknown parameter '%s'.\n", argv[2]);
+			return 1;
+		}
+	}
+	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+	if (err) {
+		fprintf(stderr, "error: cannot reach uroced: %s\n", strerror(-err));
+		return 1;
+	}
+	err = uroce_ipc_status(ipc, &st);
+	if (!err)
+		err = uroce_ipc_dev_stats(ipc, &ds, &n);
+	uroce_ipc_close(ipc);
+	if (err) {
+		fprintf(stderr, "error: %s\n", strerror(-err));
+		return 1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (want[0] && strcmp(want, ds[i].name))
+			continue;
+		printf("link %s/1 clients %u qpns_in_use %u qpn_alloc %llu qpn_free %llu "
+		       "qpn_reclaimed %llu qpn_alloc_fail %llu requests %llu gid_changes %llu\n",
+		       ds[i].name, ds[i].clients, ds[i].qpns_in_use,
+		       (unsigned long long)ds[i].qpn_alloc, (unsigned long long)ds[i].qpn_free,
+		       (unsigned long long)ds[i].qpn_reclaimed,
+		       (unsigned long long)ds[i].qpn_alloc_fail,
+		       (unsigned long long)ds[i].requests, (unsigned long long)ds[i].gid_changes);
+		shown++;
+	}
+	free(ds);
+	if (want[0] && !shown) {
+		fprintf(stderr, "Wrong device name\n");
+		return 1;
+	}
+	if (!want[0])
+		printf("daemon clients %u qpns_in_use %u\n", st.num_clients, st.qpns_allocated);
+	return 0;
+}
+
+int uroce_cmd_stat(int argc, char **argv)
+{
+	if (argc < 2)
+		return stat_show(0, NULL);
+	if (matches(argv[1], "help"))
+		return stat_help(stdout);
+	if (matches(argv[1], "show") || matches(argv[1], "list"))
+		return stat_show(argc - 2, argv + 2);
+	fprintf(stderr, "Unknown command '%s'.\n", argv[1]);
+	stat_help(stderr);
+	return 1;
+}

@@ -1,0 +1,538 @@
+/* ipc_test.c — integration tests of uroce_ipc against a real uroced.
+ *
+ *   ipc_test autostart   no daemon -> open(AUTOSTART) starts one; 6 racing clients
+ *                        start exactly one
+ *   ipc_test qpn         distinct QPNs across processes and connections, never 0/1,
+ *                        no immediate reuse, owner-only free, QPNs of a SIGKILLed
+ *                        client reclaimed
+ *   ipc_test death       SIGKILL the daemon: the next call and a call blocked on a
+ *                        stopped daemon fail with -ECONNRESET, the fd turns readable
+ *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
+ *
+ * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
+ * the daemon it talks to is its own and dies with it.  It finds uroced through
+ * $UROCE_DAEMON.  Waits are on observable conditions with a deadline.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+
+static int failures;
+
+/* Each evaluates cond exactly once (conditions often make a request). */
+#define CHECK(cond, ...) check_((cond), #cond, __FILE__, __LINE__, __VA_ARGS__)
+#define REQUIRE(cond, ...)                                                          \
+	do {                                                                         \
+		if (!CHECK(cond, __VA_ARGS__)) {                                     \
+			stop_daemon();                                               \
+			exit(1);                                                     \
+		}                                                                    \
+	} while (0)
+
+static void stop_daemon(void);
+
+static int __attribute__((format(printf, 5, 6)))
+check_(int ok, const char *what, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok)
+		return 1;
+	fprintf(stderr, "FAIL %s:%d: %s: ", file, line, what);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	failures++;
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Ask this namespace's daemon to exit and wait for its EOF (bounded). */
+static void stop_daemon(void)
+{
+	struct uroce_ipc *ipc;
+	struct pollfd p;
+
+	if (uroce_ipc_open(&ipc, 0))
+		return;
+	if (!uroce_ipc_shutdown(ipc)) {
+		p.fd = uroce_ipc_fd(ipc);
+		p.events = POLLIN;
+		poll(&p, 1, 5000);
+	}
+	uroce_ipc_close(ipc);
+}
+
+static uint64_t my_netns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+/* Live (not zombie) uroced processes in our network namespace. */
+static int count_daemons(void)
+{
+	const char *want = getenv("UROCE_DAEMON");
+	char real_want[PATH_MAX];
+	DIR *dir = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir || !want || !realpath(want, real_want)) {
+		if (dir)
+			closedir(dir);
+		return -1;
+	}
+	while ((e = readdir(dir))) {
+		char path[300], exe[PATH_MAX], stat_line[512];
+		struct stat st;
+		ssize_t len;
+		FILE *f;
+		char *rp;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/exe", e->d_name);
+		len = readlink(path, exe, sizeof(exe) - 1);
+		if (len <= 0)
+			continue;
+		exe[len] = 0;
+		if (strcmp(exe, real_want))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/net", e->d_name);
+		if (stat(path, &st) || (uint64_t)st.st_ino != my_netns())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		rp = fgets(stat_line, sizeof(stat_line), f);
+		fclose(f);
+		rp = rp ? strrchr(stat_line, ')') : NULL;
+		if (rp && rp[1] == ' ' && rp[2] != 'Z')
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+static int daemon_pid(struct uroce_ipc *ipc)
+{
+	struct uroce_daemon_status st;
+
+	return uroce_ipc_status(ipc, &st) ? -1 : st.pid;
+}
+
+/* ---- autostart ------------------------------------------------------------ */
+
+static int test_autostart(void)
+{
+	enum { RACERS = 6 };
+	struct uroce_ipc *ipc;
+	int go[2], res[2], pid0, err;
+	pid_t kids[RACERS];
+
+	err = uroce_ipc_open(&ipc, 0);
+	REQUIRE(err == -ECONNREFUSED, "no daemon yet, open without autostart: %d", err);
+	REQUIRE(count_daemons() == 0, "no uroced before the test");
+
+	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+	REQUIRE(!err, "autostart open: %s", strerror(-err));
+	pid0 = daemon_pid(ipc);
+	CHECK(pid0 > 1, "daemon pid %d", pid0);
+	/* Detached: not our child (its parent is the pid namespace's init = us
+	 * only after the double fork, never the process we forked). */
+	CHECK(kill(pid0, 0) == 0, "daemon %d alive", pid0);
+	CHECK(count_daemons() == 1, "one daemon, found %d", count_daemons());
+	uroce_ipc_close(ipc);
+	stop_daemon();
+	CHECK(uroce_ipc_open(&ipc, 0) == -ECONNREFUSED, "daemon stopped");
+
+	/* The race: RACERS processes released at once by closing a pipe; each
+	 * autostarts and reports the pid of the daemon it reached. */
+	REQUIRE(!pipe(go) && !pipe(res), "pipes");
+	for (int i = 0; i < RACERS; i++) {
+		kids[i] = fork();
+		REQUIRE(kids[i] >= 0, "fork");
+		if (kids[i] == 0) {
+			char c;
+			int pid = -1;
+
+			close(go[1]);
+			while (read(go[0], &c, 1) < 0 && errno == EINTR)
+				;
+			if (!uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART)) {
+				pid = daemon_pid(ipc);
+				uroce_ipc_close(ipc);
+			}
+			if (write(res[1], &pid, sizeof(pid)) != sizeof(pid))
+				_exit(2);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(res[1]);
+	close(go[1]);  /* release them all */
+	{
+		int first = -1, got = 0, pid;
+
+		while (read(res[0], &pid, sizeof(pid)) == sizeof(pid)) {
+			CHECK(pid > 1, "racer reached a daemon (pid %d)", pid);
+			if (first < 0)
+				first = pid;
+			CHECK(pid == first, "all racers reach the same daemon: %d vs %d", pid, first);
+			got++;
+		}
+		CHECK(got == RACERS, "all racers answered (%d)", got);
+	}
+	for (int i = 0; i < RACERS; i++) {
+		int status;
+
+		waitpid(kids[i], &status, 0);
+		CHECK(WIFEXITED(status) && !WEXITSTATUS(status), "racer %d exit", i);
+	}
+	/* Losers exit before their starter returns (the library reaps it), so the
+	 * count is final now. */
+	CHECK(count_daemons() == 1, "exactly one daemon after the race, found %d", count_daemons());
+	stop_daemon();
+	return failures ? 1 : 0;
+}
+
+/* ---- qpn ------------------------------------------------------------------ */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Allocate n QPNs on uroce0 over a fresh connection of a child process and
+ * write them to fd.  The child keeps them until stdin (keep) closes. */
+static int keep_w = -1;  /* write end of the keep pipe: children must not hold it */
+
+static pid_t child_alloc(int n, int out, int keep)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct uroce_ipc *ipc;
+		char c;
+
+		if (keep_w >= 0)
+			close(keep_w);
+
+		if (uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART))
+			_exit(2);
+		for (int i = 0; i < n; i++) {
+			uint32_t q;
+
+			if (uroce_ipc_qpn_alloc(ipc, "uroce0", &q))
+				_exit(3);
+			if (write(out, &q, sizeof(q)) != sizeof(q))
+				_exit(4);
+		}
+		close(out);
+		while (read(keep, &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	return pid;
+}
+
+static int test_qpn(void)
+{
+	enum { PER = 300 };
+	struct uroce_ipc *a, *b;
+	uint32_t all[4 * PER], q, q2;
+	int pipe_q[2], keep[2], n = 0, err;
+	int32_t owner;
+	pid_t kid, kid2_pid = -1;
+
+	REQUIRE(!uroce_ipc_open(&a, UROCE_IPC_AUTOSTART), "open a");
+	REQUIRE(!uroce_ipc_open(&b, UROCE_IPC_AUTOSTART), "open b (same process)");
+	REQUIRE(!pipe(pipe_q) && !pipe(keep), "pipes");
+	keep_w = keep[1];
+
+	/* Two connections here, two child processes, interleaved. */
+	kid = child_alloc(PER, pipe_q[1], keep[0]);
+	REQUIRE(kid > 0, "fork");
+	{
+		pid_t kid2 = child_alloc(PER, pipe_q[1], keep[0]);
+
+		REQUIRE(kid2 > 0, "fork");
+		for (int i = 0; i < PER; i++) {
+			REQUIRE(!uroce_ipc_qpn_alloc(a, "uroce0", &all[n]), "alloc a");
+			n++;
+			REQUIRE(!uroce_ipc_qpn_alloc(b, "uroce0", &all[n]), "alloc b");
+			n++;
+		}
+		close(pipe_q[1]);
+		while (n < 4 * PER && read(pipe_q[0], &all[n], sizeof(all[n])) == sizeof(all[n]))
+			n++;
+		CHECK(n == 4 * PER, "got %d QPNs", n);
+		kid2_pid = kid2;
+	}
+	qsort(all, (size_t)n, sizeof(all[0]), cmp_u32);
+	for (int i = 0; i < n; i++) {
+		CHECK(all[i] > 1 && all[i] < (1u << 24), "QPN %u in range, not QP0/QP1", all[i]);
+		CHECK(i == 0 || all[i] != all[i - 1], "QPN %u handed out twice", all[i]);
+	}
+
+	/* Ownership. */
+	REQUIRE(!uroce_ipc_qpn_alloc(a, "uroce0", &q), "alloc");
+	CHECK(!uroce_ipc_qpn_owner(b, "uroce0", q, &owner) && owner == getpid(), "owner is us");
+	err = uroce_ipc_qpn_free(b, "uroce0", q);
+	CHECK(err == -EPERM, "other connection cannot free: %d", err);
+	CHECK(!uroce_ipc_qpn_free(a, "uroce0", q), "owner frees");
+	err = uroce_ipc_qpn_free(a, "uroce0", q);
+	CHECK(err == -ENOENT, "double free: %d", err);
+	CHECK(uroce_ipc_qpn_free(a, "uroce0", 1) < 0, "QP1 is not freeable");
+	CHECK(uroce_ipc_qpn_owner(a, "uroce0", q, &owner) == -ENOENT, "freed QPN has no owner");
+	/* No immediate reuse: the next allocation is not the QPN just freed. */
+	REQUIRE(!uroce_ipc_qpn_alloc(a, "uroce0", &q2), "alloc");
+	CHECK(q2 != q, "freed QPN %u not reused at once", q);
+	CHECK(uroce_ipc_qpn_alloc(a, "nosuchdev", &q2) == -ENODEV, "unknown device");
+
+	/* A killed client's QPNs return to the pool.  The kill is observable at
+	 * once (waitpid); the daemon sees the EOF asynchronously, so wait (bounded)
+	 * for the ownership to clear. */
+	{
+		uint32_t victim_q;
+		int pq[2], status;
+		pid_t victim;
+		int64_t deadline;
+
+		REQUIRE(!pipe(pq), "pipe");
+		victim = child_alloc(5, pq[1], keep[0]);
+		close(pq[1]);
+		REQUIRE(read(pq[0], &victim_q, sizeof(victim_q)) == sizeof(victim_q), "victim QPN");
+		close(pq[0]);
+		CHECK(!uroce_ipc_qpn_owner(a, "uroce0", victim_q, &owner) && owner == victim,
+		      "victim owns %u (owner %d, victim %d)", victim_q, owner, victim);
+		/* Wait until the victim holds all 5 (it reports the first QPN early). */
+		deadline = now_ms() + 5000;
+		for (;;) {
+			struct uroce_client_info *cl;
+			unsigned ncl, held = 0;
+
+			REQUIRE(!uroce_ipc_clients(a, &cl, &ncl), "clients");
+			for (unsigned i = 0; i < ncl; i++)
+				if (cl[i].pid == victim)
+					held = cl[i].qpns;
+			free(cl);
+			if (held == 5 || now_ms() > deadline)
+				break;
+			pause_ms(2);
+		}
+		kill(victim, SIGKILL);
+		waitpid(victim, &status, 0);
+		CHECK(WIFSIGNALED(status), "victim killed");
+		deadline = now_ms() + 5000;
+		while ((err = uroce_ipc_qpn_owner(a, "uroce0", victim_q, &owner)) == 0 &&
+		       now_ms() < deadline)
+			pause_ms(2);
+		CHECK(err == -ENOENT, "killed client's QPN %u back in the pool: %d", victim_q, err);
+	}
+
+	/* Release the children; everything they held comes back. */
+	close(keep[1]);
+	/* Not wait(NULL): as the pid namespace's init we are the daemon's parent too. */
+	waitpid(kid, NULL, 0);
+	waitpid(kid2_pid, NULL, 0);
+	{
+		struct uroce_daemon_status st;
+		int64_t deadline = now_ms() + 5000;
+		int ok = 0;
+
+		/* Ours: 2 * PER + q2. */
+		while (!uroce_ipc_status(a, &st) && now_ms() < deadline) {
+			if (st.qpns_allocated == 2 * PER + 1) {
+				ok = 1;
+				break;
+			}
+			pause_ms(2);
+		}
+		CHECK(ok, "only our QPNs remain: %u", st.qpns_allocated);
+		if (!ok) {
+			struct uroce_client_info *cl;
+			unsigned ncl;
+
+			if (!uroce_ipc_clients(a, &cl, &ncl))
+				for (unsigned i = 0; i < ncl; i++)
+					fprintf(stderr, "  client pid %d qpns %u\n", cl[i].pid, cl[i].qpns);
+		}
+	}
+	uroce_ipc_close(b);
+	{
+		struct uroce_daemon_status st;
+		int64_t deadline = now_ms() + 5000;
+
+		while (!uroce_ipc_status(a, &st) && st.qpns_allocated != PER + 1 && now_ms() < deadline)
+			pause_ms(2);
+		CHECK(st.qpns_allocated == PER + 1, "closed connection's QPNs reclaimed: %u",
+		      st.qpns_allocated);
+	}
+	uroce_ipc_close(a);
+	stop_daemon();
+	return failures ? 1 : 0;
+}
+
+/* ---- death ---------------------------------------------------------------- */
+
+struct blocked_call {
+	struct uroce_ipc *ipc;
+	int err;
+	int64_t took_ms;
+};
+
+static void *status_thread(void *arg)
+{
+	struct blocked_call *bc = arg;
+	struct uroce_daemon_status st;
+	int64_t t0 = now_ms();
+
+	bc->err = uroce_ipc_status(bc->ipc, &st);
+	bc->took_ms = now_ms() - t0;
+	return NULL;
+}
+
+static int test_death(void)
+{
+	struct uroce_ipc *ipc, *ipc2;
+	struct blocked_call bc;
+	struct pollfd p;
+	pthread_t th;
+	uint32_t q;
+	int pid, err;
+
+	/* 1. The next call after the daemon died. */
+	REQUIRE(!uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART), "open");
+	pid = daemon_pid(ipc);
+	REQUIRE(pid > 1, "daemon pid");
+	CHECK(uroce_ipc_check(ipc) == 0, "alive");
+	REQUIRE(!kill(pid, SIGKILL), "kill daemon");
+	p.fd = uroce_ipc_fd(ipc);
+	p.events = POLLIN;
+	CHECK(poll(&p, 1, 5000) == 1, "fd readable after the daemon died");
+	CHECK(uroce_ipc_check(ipc) == -ECONNRESET, "check reports the death");
+	err = uroce_ipc_qpn_alloc(ipc, "uroce0", &q);
+	CHECK(err == -ECONNRESET, "call after death: %d", err);
+	err = uroce_ipc_qpn_alloc(ipc, "uroce0", &q);
+	CHECK(err == -ECONNRESET, "and stays dead: %d", err);
+	uroce_ipc_close(ipc);
+
+	/* 2. A call blocked on a stopped daemon returns when it is killed, with
+	 * -ECONNRESET, not the timeout.  (The library autostarts a new daemon: the
+	 * killed one released the name.) */
+	REQUIRE(!uroce_ipc_open(&ipc2, UROCE_IPC_AUTOSTART), "reopen, new daemon");
+	pid = daemon_pid(ipc2);
+	REQUIRE(pid > 1, "new daemon pid");
+	REQUIRE(!kill(pid, SIGSTOP), "stop daemon");
+	bc.ipc = ipc2;
+	bc.err = 1;
+	REQUIRE(!pthread_create(&th, NULL, status_thread, &bc), "thread");
+	/* Give the request time to be sent; not needed for correctness: if the kill
+	 * comes first, the send or the recv sees the death all the same. */
+	pause_ms(50);
+	REQUIRE(!kill(pid, SIGKILL), "kill stopped daemon");
+	pthread_join(th, NULL);
+	CHECK(bc.err == -ECONNRESET, "blocked call fails with ECONNRESET: %d", bc.err);
+	CHECK(bc.err != -ETIMEDOUT, "blocked call did not wait for the timeout");
+	p.fd = uroce_ipc_fd(ipc2);
+	CHECK(poll(&p, 1, 5000) == 1, "fd readable");
+	uroce_ipc_close(ipc2);
+	/* Reap the zombie (we are the pid namespace's init). */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return failures ? 1 : 0;
+}
+
+/* ---- holder (helper for shell tests) ---------------------------------------- */
+
+static int holder(const char *dev)
+{
+	struct uroce_ipc *ipc;
+	uint32_t q;
+	char c;
+	int err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+
+	if (!err)
+		err = uroce_ipc_qpn_alloc(ipc, dev, &q);
+	if (err) {
+		fprintf(stderr, "holder: %s\n", strerror(-err));
+		return 1;
+	}
+	printf("%u\n", q);
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	uroce_ipc_close(ipc);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 2 && !strcmp(argv[1], "autostart"))
+		return test_autostart();
+	if (argc == 2 && !strcmp(argv[1], "qpn"))
+		return test_qpn();
+	if (argc == 2 && !strcmp(argv[1], "death"))
+		return test_death();
+	if (argc == 3 && !strcmp(argv[1], "holder"))
+		return holder(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "owner")) {
+		/* owner DEV QPN: print the owner's pid, or "free" (for shell tests). */
+		struct uroce_ipc *ipc;
+		int32_t pid;
+		int err = uroce_ipc_open(&ipc, 0);
+
+		if (!err) {
+			err = uroce_ipc_qpn_owner(ipc, argv[2], (uint32_t)strtoul(argv[3], NULL, 0), &pid);
+			uroce_ipc_close(ipc);
+		}
+		if (err == -ENOENT) {
+			printf("free\n");
+			return 0;
+		}
+		if (err) {
+			fprintf(stderr, "owner: %s\n", strerror(-err));
+			return 1;
+		}
+		printf("%d\n", pid);
+		return 0;
+	}
+	fprintf(stderr, "usage: ipc_test autostart|qpn|death|holder DEV|owner DEV QPN\n");
+	return 2;
+}
