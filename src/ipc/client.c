@@ -186,11 +186,14 @@ static pid_t spawn_daemon(const char *path)
 }
 
 /* Wait (bounded) for the spawned starter process to exit; it exits as soon as the
- * daemon listens.  A pidfd lets us poll() with a timeout instead of sleeping. */
-static void reap(pid_t pid, int timeout_ms)
+ * daemon listens.  A pidfd lets us poll() with a timeout instead of sleeping.
+ * Returns the exit status, or -1 if unknown (still running, or reaped by the
+ * application's own SIGCHLD handling). */
+static int reap(pid_t pid, int timeout_ms)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	int status;
+	pid_t r;
 
 	if (pfd >= 0) {
 		struct pollfd p = { .fd = pfd, .events = POLLIN };
@@ -201,8 +204,9 @@ static void reap(pid_t pid, int timeout_ms)
 	}
 	/* WNOHANG: if the application reaps its children itself, or the starter
 	 * is somehow still running, do not block. */
-	while (waitpid(pid, &status, WNOHANG) < 0 && errno == EINTR)
+	while ((r = waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR)
 		;
+	return r == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static int connect_autostart(int *fd)
@@ -219,7 +223,12 @@ static int connect_autostart(int *fd)
 	if (pid < 0)
 		return (int)pid;
 	deadline = now_ms() + AUTOSTART_WAIT_MS;
-	reap(pid, AUTOSTART_WAIT_MS);
+	if (reap(pid, AUTOSTART_WAIT_MS) > 0) {
+		/* uroced failed (127: exec failed, 1: could not listen), unless a
+		 * concurrent starter succeeded: one attempt, no waiting. */
+		err = try_connect(fd);
+		return err == -ENOENT ? -ECONNREFUSED : err;
+	}
 	/* Normally the first attempt succeeds.  Retry for the window where another
 	 * autostarter has bound but not yet listened (ECONNREFUSED). */
 	for (;;) {
