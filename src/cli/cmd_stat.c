@@ -80,12 +80,15 @@ static int stat_show(int argc, char **argv)
 		if (want[0] && strcmp(want, ds[i].name))
 			continue;
 		printf("link %s/1 clients %u qpns_in_use %u qpn_alloc %llu qpn_free %llu "
-		       "qpn_reclaimed %llu qpn_alloc_fail %llu requests %llu gid_changes %llu\n",
+		       "qpn_reclaimed %llu qpn_alloc_fail %llu requests %llu gid_changes %llu "
+		       "rx_sockets %u rx_group %u rx_default %llu steer_updates %llu\n",
 		       ds[i].name, ds[i].clients, ds[i].qpns_in_use,
 		       (unsigned long long)ds[i].qpn_alloc, (unsigned long long)ds[i].qpn_free,
 		       (unsigned long long)ds[i].qpn_reclaimed,
 		       (unsigned long long)ds[i].qpn_alloc_fail,
-		       (unsigned long long)ds[i].requests, (unsigned long long)ds[i].gid_changes);
+		       (unsigned long long)ds[i].requests, (unsigned long long)ds[i].gid_changes,
+		       ds[i].rx_sockets, ds[i].rx_group, (unsigned long long)ds[i].rx_default,
+		       (unsigned long long)ds[i].steer_updates);
 		shown++;
 	}
 	free(ds);

@@ -68,15 +68,18 @@ int uroce_dev_add(struct uroce_devtable *t, const char *name, const char *netdev
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	/* A random starting QPN: a daemon restarted while peers still hold state
-	 * for old QPNs is unlikely to hand the same numbers out again. */
+	/* A random starting block: a daemon restarted while peers still hold state
+	 * for old QPNs is unlikely to hand the same numbers out again.  Block 0
+	 * holds QP0 and QP1 and is never handed out. */
 	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
 		start = (uint32_t)getpid() * 2654435761u;
-	err = uroce_qpn_pool_init(&d->qpns, start);
+	err = uroce_id_pool_init(&d->blocks, UROCE_QPN_BLOCKS, 1, start);
 	if (err) {
 		free(d);
 		return err;
 	}
+	for (unsigned i = 0; i < UROCE_RX_MAX; i++)
+		d->rx_fd[i] = -1;
 	d->id = ++t->next_id;
 	strcpy(d->info.name, name);
 	strcpy(d->info.netdev, netdev);
@@ -94,7 +97,10 @@ int uroce_dev_del(struct uroce_devtable *t, const char *name)
 
 		if (strcmp(d->info.name, name))
 			continue;
-		uroce_qpn_pool_uninit(&d->qpns);
+		/* Closing also takes rx_fd[0] out of the daemon's epoll set. */
+		for (unsigned j = 0; j < d->rx_n; j++)
+			close(d->rx_fd[j]);
+		uroce_qpn_pool_uninit(&d->blocks);
 		free(d);
 		memmove(&t->dev[i], &t->dev[i + 1], (t->n - i - 1) * sizeof(t->dev[0]));
 		t->n--;

@@ -15,6 +15,7 @@
  *   listening socket -> accept all pending clients
  *   rtnetlink        -> drain, then re-read all netdevs once if anything changed
  *   signalfd         -> SIGTERM/SIGINT/SIGHUP: stop
+ *   a device's index-0 receive socket -> read and count (at most 256 per wake-up)
  *   client sockets   -> at most 16 requests each per wake-up
  */
 #define _GNU_SOURCE
@@ -239,6 +240,8 @@ int main(int argc, char **argv)
 					d.generation++;  /* (also done before device queries) */
 			} else if (p == &sig_tag) {
 				d.stop = 1;
+			} else if (uroced_rx_dev(&d, p)) {
+				uroced_rx_default(&d, uroced_rx_dev(&d, p));
 			} else {
 				uroced_client_event(&d, p, ev[i].events);
 				/* A client may have been freed: later events in this batch

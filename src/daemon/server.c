@@ -108,23 +108,64 @@ void uroced_accept(struct uroced *d)
 			continue;
 		}
 		d->clients[d->nclients++] = c;
-		d->generation++;
+		d->client_generation++;
 		if (uroced_verbose)
 			uroced_log("client pid %d connected\n", (int)c->pid);
 	}
 }
 
-/* Give back every QPN the client holds and forget it. */
+/* ---- what clients hold ------------------------------------------------------ */
+
+static struct uroce_client_dev *client_dev(struct uroce_client *c, uint32_t dev_id, int create)
+{
+	struct uroce_client_dev *grown;
+
+	for (size_t i = 0; i < c->ndevs; i++)
+		if (c->devs[i].dev_id == dev_id)
+			return &c->devs[i];
+	if (!create)
+		return NULL;
+	grown = realloc(c->devs, (c->ndevs + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	c->devs = grown;
+	memset(&c->devs[c->ndevs], 0, sizeof(c->devs[0]));
+	c->devs[c->ndevs].dev_id = dev_id;
+	return &c->devs[c->ndevs++];
+}
+
+/* Everything c holds on one device goes back: its blocks to the device's pool
+ * (behind the rotating cursor), its receive socket to the tombstones.  dev is
+ * NULL when the device itself is being deleted. */
+static void client_dev_release(struct uroced *d, struct uroce_client *c, struct uroce_client_dev *cd,
+			       struct uroce_dev *dev)
+{
+	if (dev) {
+		for (size_t k = 0; k < cd->nblocks; k++)
+			uroce_qpn_free(&dev->blocks, cd->blocks[k].block);
+		dev->qpns_used -= cd->qpns;
+		dev->stats.qpn_reclaimed += cd->qpns;
+		/* Only clients with a socket have steering rules. */
+		if (cd->rx_index)
+			uroced_rx_release(d, dev, cd->rx_index);  /* also updates steering */
+	}
+	c->qpns -= cd->qpns;
+	free(cd->blocks);
+	*cd = c->devs[--c->ndevs];
+}
+
+/* Give back everything the client holds and forget it. */
 static void drop_client(struct uroced *d, struct uroce_client *c)
 {
-	for (size_t i = 0; i < c->nqpns; i++) {
-		struct uroce_dev *dev = uroce_dev_find_id(&d->devs, c->qpns[i].dev_id);
+	uint32_t held = c->qpns;
 
-		if (dev && !uroce_qpn_free(&dev->qpns, c->qpns[i].qpn))
-			dev->stats.qpn_reclaimed++;
+	while (c->ndevs) {
+		struct uroce_client_dev *cd = &c->devs[c->ndevs - 1];
+
+		client_dev_release(d, c, cd, uroce_dev_find_id(&d->devs, cd->dev_id));
 	}
 	if (uroced_verbose)
-		uroced_log("client pid %d gone, %zu QPNs reclaimed\n", (int)c->pid, c->nqpns);
+		uroced_log("client pid %d gone, %u QPNs reclaimed\n", (int)c->pid, held);
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	for (size_t i = 0; i < d->nclients; i++) {
@@ -134,8 +175,92 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 		}
 	}
 	d->client_generation++;
-	free(c->qpns);
+	free(c->devs);
 	free(c);
+}
+
+/* A free slot in cd's blocks from its cursor on, or -ENOSPC. */
+static int slot_alloc(struct uroce_client_dev *cd, uint32_t *qpn)
+{
+	size_t slots = cd->nblocks * UROCE_QPN_BLOCK;
+
+	for (size_t i = 0; i < slots; i++) {
+		size_t s = (cd->cursor + i) % slots;
+		struct uroce_block *b = &cd->blocks[s / UROCE_QPN_BLOCK];
+		uint64_t bit = 1ull << (s % UROCE_QPN_BLOCK);
+
+		if (b->used & bit)
+			continue;
+		b->used |= bit;
+		cd->cursor = s + 1;
+		*qpn = b->block * UROCE_QPN_BLOCK + (uint32_t)(s % UROCE_QPN_BLOCK);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+static int qpn_alloc(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev, uint32_t *qpn)
+{
+	struct uroce_client_dev *cd = client_dev(c, dev->id, 1);
+	struct uroce_block *grown;
+	uint32_t block;
+	int err;
+
+	if (!cd)
+		return -ENOMEM;
+	if (slot_alloc(cd, qpn)) {
+		/* All its blocks are full: one more block from the device. */
+		if (cd->nblocks == cd->capblocks) {
+			size_t cap = cd->capblocks ? cd->capblocks * 2 : 4;
+
+			grown = realloc(cd->blocks, cap * sizeof(*grown));
+			if (!grown)
+				return -ENOMEM;
+			cd->blocks = grown;
+			cd->capblocks = cap;
+		}
+		err = uroce_qpn_alloc(&dev->blocks, &block);
+		if (err)
+			return err;
+		cd->blocks[cd->nblocks].block = block;
+		cd->blocks[cd->nblocks].used = 0;
+		cd->cursor = cd->nblocks * UROCE_QPN_BLOCK;
+		cd->nblocks++;
+		if (cd->rx_index && (err = uroced_steer_update(d, dev)))
+			uroced_log("%s: steering update failed: %s\n", dev->info.name, strerror(-err));
+		slot_alloc(cd, qpn);
+	}
+	cd->qpns++;
+	c->qpns++;
+	dev->qpns_used++;
+	return 0;
+}
+
+/* The client holding qpn on dev, and its block, or NULL. */
+static struct uroce_client *qpn_owner(struct uroced *d, const struct uroce_dev *dev, uint32_t qpn,
+				      struct uroce_client_dev **cdp, struct uroce_block **bp)
+{
+	uint32_t block = qpn / UROCE_QPN_BLOCK;
+
+	if (qpn >= UROCE_QPN_COUNT || !uroce_qpn_test(&dev->blocks, block) || block == 0)
+		return NULL;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client *c = d->clients[i];
+		struct uroce_client_dev *cd = client_dev(c, dev->id, 0);
+
+		for (size_t k = 0; cd && k < cd->nblocks; k++) {
+			if (cd->blocks[k].block != block)
+				continue;
+			if (!(cd->blocks[k].used & (1ull << (qpn % UROCE_QPN_BLOCK))))
+				return NULL;
+			if (cdp)
+				*cdp = cd;
+			if (bp)
+				*bp = &cd->blocks[k];
+			return c;
+		}
+	}
+	return NULL;
 }
 
 void uroced_close_all(struct uroced *d)
@@ -169,13 +294,11 @@ static int privileged(const struct uroced *d, const struct uroce_client *c)
 	return c->uid == 0 || c->uid == d->uid;
 }
 
-static unsigned client_qpns_on(const struct uroce_client *c, uint32_t dev_id)
+static unsigned client_qpns_on(struct uroce_client *c, uint32_t dev_id)
 {
-	unsigned n = 0;
+	struct uroce_client_dev *cd = client_dev(c, dev_id, 0);
 
-	for (size_t i = 0; i < c->nqpns; i++)
-		n += c->qpns[i].dev_id == dev_id;
-	return n;
+	return cd ? cd->qpns : 0;
 }
 
 static int op_qpn_alloc(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
@@ -187,23 +310,11 @@ static int op_qpn_alloc(struct uroced *d, struct uroce_client *c, const struct u
 
 	if (!dev)
 		return -ENODEV;
-	if (c->nqpns == c->capqpns) {
-		size_t cap = c->capqpns ? c->capqpns * 2 : 8;
-		void *grown = realloc(c->qpns, cap * sizeof(*c->qpns));
-
-		if (!grown)
-			return -ENOMEM;
-		c->qpns = grown;
-		c->capqpns = cap;
-	}
-	err = uroce_qpn_alloc(&dev->qpns, &qpn);
+	err = qpn_alloc(d, c, dev, &qpn);
 	if (err) {
 		dev->stats.qpn_alloc_fail++;
 		return err;
 	}
-	c->qpns[c->nqpns].dev_id = dev->id;
-	c->qpns[c->nqpns].qpn = qpn;
-	c->nqpns++;
 	dev->stats.qpn_alloc++;
 	resp->u.qpn = qpn;
 	return 0;
@@ -212,40 +323,63 @@ static int op_qpn_alloc(struct uroced *d, struct uroce_client *c, const struct u
 static int op_qpn_free(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req)
 {
 	struct uroce_dev *dev = req_dev(d, req);
+	struct uroce_client_dev *cd;
+	struct uroce_block *b;
+	struct uroce_client *owner;
 
 	if (!dev)
 		return -ENODEV;
+	if (req->arg < 2 || req->arg >= UROCE_QPN_COUNT)
+		return -EINVAL;
+	owner = qpn_owner(d, dev, req->arg, &cd, &b);
+	if (!owner)
+		return -ENOENT;
 	/* Only the owner frees: a confused process must not release another's QP. */
-	for (size_t i = 0; i < c->nqpns; i++) {
-		if (c->qpns[i].dev_id != dev->id || c->qpns[i].qpn != req->arg)
-			continue;
-		uroce_qpn_free(&dev->qpns, req->arg);
-		c->qpns[i] = c->qpns[--c->nqpns];
-		dev->stats.qpn_free++;
-		return 0;
-	}
-	return uroce_qpn_test(&dev->qpns, req->arg) && req->arg > 1 ? -EPERM : -ENOENT;
+	if (owner != c)
+		return -EPERM;
+	/* The block stays with the client (and its steering rule with it): the
+	 * client's cursor moves on, so this QPN is not handed out again at once. */
+	b->used &= ~(1ull << (req->arg % UROCE_QPN_BLOCK));
+	cd->qpns--;
+	c->qpns--;
+	dev->qpns_used--;
+	dev->stats.qpn_free++;
+	return 0;
 }
 
 static int op_qpn_owner(struct uroced *d, const struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
 {
 	struct uroce_dev *dev = req_dev(d, req);
+	struct uroce_client *c;
 
 	if (!dev)
 		return -ENODEV;
 	if (req->arg >= UROCE_QPN_COUNT)
 		return -EINVAL;
-	for (size_t i = 0; i < d->nclients; i++) {
-		const struct uroce_client *c = d->clients[i];
+	c = qpn_owner(d, dev, req->arg, NULL, NULL);
+	if (!c)
+		return -ENOENT;
+	resp->u.owner_pid = c->pid;
+	return 0;
+}
 
-		for (size_t j = 0; j < c->nqpns; j++) {
-			if (c->qpns[j].dev_id == dev->id && c->qpns[j].qpn == req->arg) {
-				resp->u.owner_pid = c->pid;
-				return 0;
-			}
-		}
-	}
-	return -ENOENT;
+static int op_rx_socket(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
+			int *fd)
+{
+	struct uroce_dev *dev = req_dev(d, req);
+	struct uroce_client_dev *cd;
+	int r;
+
+	if (!dev)
+		return -ENODEV;
+	cd = client_dev(c, dev->id, 1);
+	if (!cd)
+		return -ENOMEM;
+	r = uroced_rx_get(d, dev, c, cd);
+	if (r < 0)
+		return r;
+	*fd = r;
+	return 0;
 }
 
 static int op_link_add(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req)
@@ -280,16 +414,14 @@ static int op_link_del(struct uroced *d, struct uroce_client *c, const struct ur
 		return -EPERM;
 	if (!dev)
 		return -ENODEV;
-	/* Clients' QPNs on this device die with it; forget them so a later device
-	 * with a new id cannot be confused with the old one. */
+	/* Clients' QPNs and sockets on this device die with it: forget them.
+	 * (Their copies of the receive socket stay open but nothing arrives.) */
 	for (size_t i = 0; i < d->nclients; i++) {
 		struct uroce_client *o = d->clients[i];
+		struct uroce_client_dev *cd = client_dev(o, dev->id, 0);
 
-		for (size_t j = 0; j < o->nqpns;)
-			if (o->qpns[j].dev_id == dev->id)
-				o->qpns[j] = o->qpns[--o->nqpns];
-			else
-				j++;
+		if (cd)
+			client_dev_release(d, o, cd, NULL);
 	}
 	err = uroce_dev_del(&d->devs, req->dev);
 	if (err)
@@ -310,7 +442,7 @@ static void fill_status(struct uroced *d, struct uroce_daemon_status *st)
 	st->num_devices = d->devs.n;
 	st->num_clients = (uint32_t)d->nclients;
 	for (unsigned i = 0; i < d->devs.n; i++)
-		st->qpns_allocated += d->devs.dev[i]->qpns.used;
+		st->qpns_allocated += d->devs.dev[i]->qpns_used;
 }
 
 /* Apply pending rtnetlink events before answering a device query.  The kernel
@@ -323,7 +455,7 @@ static void sync_netdevs(struct uroced *d)
 }
 
 static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
-		    struct uroce_ipc_resp *resp)
+		    struct uroce_ipc_resp *resp, int *fd)
 {
 	switch (req->op) {
 	case UROCE_OP_HELLO:
@@ -348,7 +480,8 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 			return -ENOENT;
 		dev = d->devs.dev[req->arg];
 		resp->u.stats = dev->stats;
-		resp->u.stats.qpns_in_use = dev->qpns.used;
+		resp->u.stats.qpns_in_use = dev->qpns_used;
+		resp->u.stats.rx_group = dev->rx_n;
 		for (size_t i = 0; i < d->nclients; i++)
 			resp->u.stats.clients += client_qpns_on(d->clients[i], dev->id) > 0;
 		return 0;
@@ -363,7 +496,7 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		o = d->clients[req->arg];
 		resp->u.client.pid = o->pid;
 		resp->u.client.uid = o->uid;
-		resp->u.client.qpns = (uint32_t)o->nqpns;
+		resp->u.client.qpns = o->qpns;
 		resp->u.client.requests = o->requests;
 		return 0;
 	}
@@ -377,6 +510,8 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return op_link_add(d, c, req);
 	case UROCE_OP_LINK_DEL:
 		return op_link_del(d, c, req);
+	case UROCE_OP_RX_SOCKET:
+		return op_rx_socket(d, c, req, fd);
 	case UROCE_OP_SHUTDOWN:
 		if (!privileged(d, c))
 			return -EPERM;
@@ -387,6 +522,31 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 	}
 }
 
+/* Send a reply, with a descriptor as SCM_RIGHTS if fd >= 0. */
+static ssize_t send_reply(int sock, const struct uroce_ipc_resp *resp, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)resp, .iov_len = sizeof(*resp) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t events)
 {
 	/* Bounded work per readiness event: a client flooding requests cannot starve
@@ -395,6 +555,7 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 		struct uroce_ipc_req req;
 		struct uroce_ipc_resp resp;
 		ssize_t n = recv(c->fd, &req, sizeof(req), MSG_TRUNC | MSG_DONTWAIT);
+		int fd = -1;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -425,10 +586,12 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			 !terminated(req.netdev, sizeof(req.netdev)))
 			resp.status = -EINVAL;
 		else
-			resp.status = dispatch(d, c, &req, &resp);
+			resp.status = dispatch(d, c, &req, &resp, &fd);
 		if (req.op != UROCE_OP_CLIENT_GET)
 			resp.generation = d->generation;
-		if (send(c->fd, &resp, sizeof(resp), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* fd (if any) is the daemon's own copy: the kernel duplicates it into
+		 * the message, we keep ours. */
+		if (send_reply(c->fd, &resp, resp.status ? -1 : fd) < 0) {
 			/* A client that does not read its replies (full buffer) or is gone. */
 			drop_client(d, c);
 			return;

@@ -4,7 +4,8 @@
  *   main.c      arguments, detaching, signals, the event loop
  *   server.c    the IPC listener and clients, request dispatch (proto.h)
  *   devtable.c  devices: netdev attributes and the GID table
- *   qpn.c       the QPN pool of a device
+ *   qpn.c       the pool of QPN blocks of a device
+ *   rxgroup.c   receive steering: the device's SO_REUSEPORT group on UDP 4791
  *   state.c     the saved device table (survives a daemon restart)
  *   rtnl.c      rtnetlink watch: addresses and links change under us
  *
@@ -27,32 +28,59 @@
 
 /* ---- qpn.c ---------------------------------------------------------------- */
 
-/* A device's QPN space: a bitmap over 2^24 QPNs (2 MiB, touched lazily) and a
- * rotating cursor, so a freed QPN is reused only after the cursor has gone round
- * the whole space.  Immediate reuse would let a stale packet for an old QP (a
- * retransmission from a peer that has not noticed yet) hit the new QP with the
- * same number.  QPN 0 and 1 are QP0/QP1 (IBA 3.5.3 / 9.7.1) and never handed out. */
+/* A pool of ids with a rotating cursor: a bitmap over `size` ids (touched lazily)
+ * where ids below `first` are reserved.  A freed id is reused only after the cursor
+ * has gone round the whole space.
+ *
+ * QPNs are handed out in blocks of UROCE_QPN_BLOCK: a device's pool holds blocks
+ * (block 0, with QPN 0 = QP0 and 1 = QP1, is reserved), each client owns whole
+ * blocks and allocates QPNs inside them with a cursor of its own.  One block is one
+ * receive-steering rule (rxgroup.c), so the steering program stays small however
+ * many QPs there are.  Immediate reuse of a QPN would let a stale packet for an old
+ * QP (a retransmission from a peer that has not noticed yet) hit a new QP with the
+ * same number: the per-client cursor prevents it within a client, and a released
+ * block goes to the back of the device's rotation. */
 struct qpn_pool {
 	uint64_t *bits;
-	uint32_t cursor;     /* next QPN to try */
-	uint32_t used;       /* allocated, excluding the reserved 0 and 1 */
+	uint32_t size;       /* ids 0 .. size-1, a power of two, multiple of 64 */
+	uint32_t first;      /* ids below are reserved */
+	uint32_t cursor;     /* next id to try */
+	uint32_t used;       /* allocated, excluding the reserved ones */
 };
 
+#define UROCE_QPN_BLOCK 64u
+#define UROCE_QPN_BLOCKS (UROCE_QPN_COUNT / UROCE_QPN_BLOCK)
+
+int uroce_id_pool_init(struct qpn_pool *p, uint32_t size, uint32_t first, uint32_t start);
+/* The plain QPN pool: size 2^24, QPN 0 and 1 reserved. */
 int uroce_qpn_pool_init(struct qpn_pool *p, uint32_t start);
 void uroce_qpn_pool_uninit(struct qpn_pool *p);
-/* 0 and *qpn, or -ENOSPC when all 2^24 - 2 are taken. */
+/* 0 and *qpn, or -ENOSPC when the pool is exhausted. */
 int uroce_qpn_alloc(struct qpn_pool *p, uint32_t *qpn);
-/* 0, or -EINVAL for a reserved/out-of-range QPN, -ENOENT if not allocated. */
+/* 0, or -EINVAL for a reserved/out-of-range id, -ENOENT if not allocated. */
 int uroce_qpn_free(struct qpn_pool *p, uint32_t qpn);
 int uroce_qpn_test(const struct qpn_pool *p, uint32_t qpn);
 
 /* ---- devtable.c ----------------------------------------------------------- */
 
+#define UROCE_RX_MAX 256                     /* sockets in a device's reuseport group */
+
+struct uroce_client;
+
 struct uroce_dev {
 	uint32_t id;                     /* never reused while the daemon runs */
 	struct uroce_dev_info info;      /* what clients see: name, netdev, GIDs, ... */
-	struct qpn_pool qpns;
+	struct qpn_pool blocks;          /* QPN blocks (qpn.c) */
+	uint32_t qpns_used;              /* QPNs allocated in all blocks */
 	struct uroce_dev_stats stats;
+	/* Receive steering (rxgroup.c): rx_fd[i] is the socket at index i of the
+	 * SO_REUSEPORT group, in bind order.  Index 0 is the daemon's own (QP1,
+	 * unknown QPNs, runts); rx_owner[i] is the client using socket i, NULL for a
+	 * tombstone kept so that no index ever moves. */
+	int rx_fd[UROCE_RX_MAX];
+	struct uroce_client *rx_owner[UROCE_RX_MAX];
+	unsigned rx_n;                   /* 0: no group yet (created on first use) */
+	char rx_tag;                     /* epoll cookie of rx_fd[0] */
 };
 
 struct uroce_devtable {
@@ -98,13 +126,31 @@ int uroce_rtnl_drain(int fd);
 
 /* ---- server.c / main.c ----------------------------------------------------- */
 
+/* A QPN block owned by a client: QPN (block * UROCE_QPN_BLOCK + bit) is allocated
+ * iff bit is set in used. */
+struct uroce_block {
+	uint32_t block;
+	uint64_t used;
+};
+
+/* What a client holds on one device. */
+struct uroce_client_dev {
+	uint32_t dev_id;
+	unsigned rx_index;               /* its socket in the device's group; 0 = none */
+	struct uroce_block *blocks;
+	size_t nblocks, capblocks;
+	size_t cursor;                   /* next slot to try: block index * 64 + bit */
+	uint32_t qpns;
+};
+
 struct uroce_client {
 	int fd;
 	pid_t pid;                       /* SO_PEERCRED at connect */
 	uid_t uid;
 	uint64_t requests;
-	struct { uint32_t dev_id, qpn; } *qpns;   /* QPNs this connection holds */
-	size_t nqpns, capqpns;
+	struct uroce_client_dev *devs;
+	size_t ndevs;
+	uint32_t qpns;                   /* over all devices */
 };
 
 struct uroced {
@@ -131,6 +177,24 @@ void uroced_close_all(struct uroced *d);
 /* Save the device table (if there is a state path); logs a failure. */
 void uroced_save(struct uroced *d);
 int64_t uroced_now_ms(void);
+
+/* ---- rxgroup.c ------------------------------------------------------------ */
+
+/* This client's receive socket on dev: creates the group (and the daemon's index-0
+ * socket) on first use, hands out a drained tombstone or binds a new member.
+ * Returns the socket (the daemon keeps this descriptor; the caller sends a copy),
+ * -EEXIST if the client has one already, -ENOSPC if the group is full, -errno from
+ * socket()/bind(). */
+int uroced_rx_get(struct uroced *d, struct uroce_dev *dev, struct uroce_client *c,
+		  struct uroce_client_dev *cd);
+/* The client is gone (or dropped the device): its socket becomes a tombstone. */
+void uroced_rx_release(struct uroced *d, struct uroce_dev *dev, unsigned index);
+/* Rebuild the steering program from the owners' blocks and attach it. */
+int uroced_steer_update(struct uroced *d, struct uroce_dev *dev);
+/* Readiness on a device's index-0 socket: read and count what the default gets. */
+void uroced_rx_default(struct uroced *d, struct uroce_dev *dev);
+/* epoll cookie -> device, or NULL. */
+struct uroce_dev *uroced_rx_dev(struct uroced *d, void *tag);
 
 /* ---- logging -------------------------------------------------------------- */
 

@@ -249,12 +249,39 @@ static int fail_dead(struct uroce_ipc *ipc)
 	return -ECONNRESET;
 }
 
-/* Send req and wait for its reply; caller holds ipc->lock. */
-static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
+/* Close every descriptor an SCM_RIGHTS message brought; keep the first in *keep
+ * if keep is not NULL (and *keep is still -1). */
+static void take_fds(struct msghdr *mh, int *keep)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		size_t n;
+		int fds[4];
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (n > 4)
+			n = 4;
+		memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+		for (size_t i = 0; i < n; i++) {
+			if (keep && *keep < 0)
+				*keep = fds[i];
+			else
+				close(fds[i]);
+		}
+	}
+}
+
+/* Send req and wait for its reply; caller holds ipc->lock.  A descriptor passed
+ * with the reply goes to *fd if fd is not NULL, else it is closed. */
+static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
+		       int *fd)
 {
 	int64_t deadline = now_ms() + UROCE_IPC_TIMEOUT_MS;
 	ssize_t n;
 
+	if (fd)
+		*fd = -1;
 	if (ipc->owner != getpid())
 		return -EBADF;
 	if (ipc->dead)
@@ -271,6 +298,15 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 		return -errno;
 	}
 	for (;;) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(4 * sizeof(int))];
+		} ctl;
+		struct iovec iov = { .iov_base = resp, .iov_len = sizeof(*resp) };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		};
 		struct pollfd p = { .fd = ipc->fd, .events = POLLIN };
 		int64_t left = deadline - now_ms();
 		int r;
@@ -284,33 +320,46 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 			return -errno;
 		if (r == 0)
 			return -ETIMEDOUT;
-		n = recv(ipc->fd, resp, sizeof(*resp), MSG_TRUNC | MSG_DONTWAIT);
+		n = recvmsg(ipc->fd, &mh, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n < 0)
 			return errno == ECONNRESET ? fail_dead(ipc) : -errno;
 		if (n == 0)
 			return fail_dead(ipc);
-		if ((size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC)
+		if ((size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC) {
+			take_fds(&mh, NULL);
 			return -EPROTO;
-		if (resp->version != UROCE_IPC_VERSION)
+		}
+		if (resp->version != UROCE_IPC_VERSION) {
+			take_fds(&mh, NULL);
 			return -EPROTONOSUPPORT;
-		if (resp->seq != req->seq || resp->op != req->op)
+		}
+		if (resp->seq != req->seq || resp->op != req->op) {
+			take_fds(&mh, NULL);
 			continue;  /* late reply to an earlier, timed-out request */
+		}
+		take_fds(&mh, resp->status ? NULL : fd);
 		return resp->status;
 	}
 }
 
-static int call(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
+static int call_fd(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
+		   int *fd)
 {
 	int err;
 
 	if (!ipc)
 		return -EINVAL;
 	pthread_mutex_lock(&ipc->lock);
-	err = call_locked(ipc, req, resp);
+	err = call_locked(ipc, req, resp, fd);
 	pthread_mutex_unlock(&ipc->lock);
 	return err;
+}
+
+static int call(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
+{
+	return call_fd(ipc, req, resp, NULL);
 }
 
 static int set_name(char *dst, size_t size, const char *src)
@@ -337,16 +386,14 @@ static int init_req(struct uroce_ipc_req *req, uint16_t op, const char *dev, con
 
 /* ---- public API ------------------------------------------------------------ */
 
-int uroce_ipc_open(struct uroce_ipc **out, unsigned flags)
+/* One attempt: connect (autostarting if asked) and say HELLO. */
+static int open_once(struct uroce_ipc **out, unsigned flags)
 {
 	struct uroce_ipc_req req;
 	struct uroce_ipc_resp resp;
 	struct uroce_ipc *ipc;
 	int fd = -1, err;
 
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
 	err = try_connect(&fd);
 	if ((err == -ECONNREFUSED || err == -ENOENT) && (flags & UROCE_IPC_AUTOSTART))
 		err = connect_autostart(&fd);
@@ -369,6 +416,31 @@ int uroce_ipc_open(struct uroce_ipc **out, unsigned flags)
 	}
 	*out = ipc;
 	return 0;
+}
+
+int uroce_ipc_open(struct uroce_ipc **out, unsigned flags)
+{
+	int64_t deadline = now_ms() + AUTOSTART_WAIT_MS;
+	long backoff_ns = 1000 * 1000;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	/* A daemon that is dying (killed) may still accept on its listening socket
+	 * while its other sockets already close: the connection is then reset before
+	 * HELLO is answered.  Its name is released a moment later, so try again
+	 * (autostarting a successor if asked), with a short backoff, bounded. */
+	for (;;) {
+		struct timespec ts = { 0, backoff_ns };
+
+		err = open_once(out, flags);
+		if (err != -ECONNRESET || now_ms() >= deadline)
+			return err;
+		nanosleep(&ts, NULL);
+		if (backoff_ns < 64 * 1000 * 1000)
+			backoff_ns *= 2;
+	}
 }
 
 void uroce_ipc_close(struct uroce_ipc *ipc)
@@ -580,4 +652,20 @@ int uroce_ipc_shutdown(struct uroce_ipc *ipc)
 
 	init_req(&req, UROCE_OP_SHUTDOWN, NULL, NULL, 0);
 	return call(ipc, &req, &resp);
+}
+
+int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || !fd)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_RX_SOCKET, dev, NULL, 0);
+	if (!err)
+		err = call_fd(ipc, &req, &resp, fd);
+	if (!err && *fd < 0)
+		err = -EPROTO;  /* success without a descriptor */
+	return err;
 }

@@ -128,10 +128,30 @@ struct uroce_dev_stats {
 	uint64_t gid_changes;            /* GID table updates from the netdev */
 	uint32_t qpns_in_use;
 	uint32_t clients;                /* clients holding at least one QPN here */
+	/* Receive steering (uroce_ipc_rx_socket). */
+	uint64_t rx_default;             /* datagrams that reached the daemon's own socket:
+					  * QP1, QPNs nobody owns, runts */
+	uint64_t steer_updates;          /* steering programs attached */
+	uint32_t rx_sockets;             /* group members handed to clients now */
+	uint32_t rx_group;               /* sockets in the group, daemon's and tombstones incl. */
 };
 int uroce_ipc_dev_stats(struct uroce_ipc *ipc, struct uroce_dev_stats **stats, unsigned *n);
 
 /* Ask the daemon to exit (`uroce daemon stop`); -EPERM as for link_add. */
 int uroce_ipc_shutdown(struct uroce_ipc *ipc);
+
+/* Receive steering (docs/daemon.md).  Returns in *fd this connection's member of
+ * dev's SO_REUSEPORT group on UDP 4791: an AF_INET6 datagram socket bound to
+ * [::]:4791 with IPV6_V6ONLY off (IPv4 arrives as ::ffff:a.b.c.d) and
+ * SO_BINDTODEVICE to the device's netdev.  The caller owns the descriptor
+ * (O_CLOEXEC; blocking mode, shared with the daemon's copy: use MSG_DONTWAIT rather
+ * than changing O_NONBLOCK).  Every QPN this connection allocates on dev (before
+ * or after the call) is steered to it by destination QPN; QP1, unknown QPNs and
+ * runts go to the daemon.  When the connection closes the socket stays in the
+ * group as a tombstone, so the caller must close its copy by then.
+ * Errors: -EEXIST (this connection has one for dev already), -ENODEV, -ENOSPC
+ * (group full), -EADDRINUSE (something outside uroce holds UDP 4791 on that netdev),
+ * other -errno from the daemon's socket()/bind(). */
+int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd);
 
 #endif

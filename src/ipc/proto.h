@@ -11,6 +11,10 @@
  * protocol error.  Both carry magic and version first, so a future version can
  * be recognised (and refused with -EPROTONOSUPPORT) before anything else is read.
  *
+ * Descriptors: a reply to RX_SOCKET carries one descriptor as SCM_RIGHTS ancillary
+ * data (SEQPACKET keeps it with its record).  The client takes descriptors only
+ * from the reply it waits for and closes any other it receives.
+ *
  * Flow: strictly request/reply, one outstanding request per connection.  The reply
  * echoes op and seq; a client discards replies whose seq is not the one it waits
  * for (a late reply to a request that timed out).  The daemon never sends anything
@@ -48,6 +52,7 @@ enum uroce_ipc_op {
 	UROCE_OP_CLIENT_GET,     /* arg = index -> client */
 	UROCE_OP_STATS_GET,      /* arg = index -> stats */
 	UROCE_OP_SHUTDOWN,
+	UROCE_OP_RX_SOCKET,      /* dev -> one descriptor in SCM_RIGHTS */
 	UROCE_OP_MAX
 };
 

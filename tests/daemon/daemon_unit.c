@@ -45,7 +45,9 @@ static void qpn_free_rules(void **state)
 	assert_int_equal(uroce_qpn_pool_init(&p, 100), 0);
 	assert_int_equal(uroce_qpn_free(&p, 0), -EINVAL);
 	assert_int_equal(uroce_qpn_free(&p, 1), -EINVAL);
-	assert_int_equal(uroce_qpn_free(&p, 1u << 24), -EINVAL);
+	/* (volatile: gcc's -Warray-bounds cannot see that p.size guards the index) */
+	volatile uint32_t too_big = 1u << 24;
+	assert_int_equal(uroce_qpn_free(&p, too_big), -EINVAL);
 	assert_int_equal(uroce_qpn_free(&p, 100), -ENOENT);
 	assert_true(uroce_qpn_test(&p, 0) && uroce_qpn_test(&p, 1));
 	assert_int_equal(uroce_qpn_alloc(&p, &q), 0);

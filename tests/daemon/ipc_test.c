@@ -7,6 +7,10 @@
  *                        client reclaimed
  *   ipc_test death       SIGKILL the daemon: the next call and a call blocked on a
  *                        stopped daemon fail with -ECONNRESET, the fd turns readable
+ *   ipc_test steer       receive steering: datagrams to UDP 4791 reach the socket of
+ *                        the connection owning the destination QPN; QP1, unknown
+ *                        QPNs and runts reach the daemon; a closed connection's
+ *                        socket becomes a drained tombstone reused by the next
  *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
  *
  * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
@@ -24,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -455,7 +462,8 @@ static int test_death(void)
 	/* 2. A call blocked on a stopped daemon returns when it is killed, with
 	 * -ECONNRESET, not the timeout.  (The library autostarts a new daemon: the
 	 * killed one released the name.) */
-	REQUIRE(!uroce_ipc_open(&ipc2, UROCE_IPC_AUTOSTART), "reopen, new daemon");
+	err = uroce_ipc_open(&ipc2, UROCE_IPC_AUTOSTART);
+	REQUIRE(!err, "reopen, new daemon: %s", strerror(-err));
 	pid = daemon_pid(ipc2);
 	REQUIRE(pid > 1, "new daemon pid");
 	REQUIRE(!kill(pid, SIGSTOP), "stop daemon");
@@ -475,6 +483,171 @@ static int test_death(void)
 	/* Reap the zombie (we are the pid namespace's init). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
+	return failures ? 1 : 0;
+}
+
+/* ---- steer ---------------------------------------------------------------- */
+
+static int sender = -1;
+
+/* Send a minimal RoCEv2-looking datagram: a BTH (12 bytes) with DestQP = qpn,
+ * then a 4-byte tag, to addr:4791.  len < 12 makes a runt. */
+static void send_bth(const char *addr, uint32_t qpn, uint32_t tag, size_t len)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(4791) };
+	uint8_t pkt[16] = { 0x04 /* RC SEND Only */, 0, 0xff, 0xff, 0,
+			    (uint8_t)(qpn >> 16), (uint8_t)(qpn >> 8), (uint8_t)qpn };
+	char mapped[64];
+
+	memcpy(&pkt[12], &tag, 4);
+	if (strchr(addr, ':'))
+		snprintf(mapped, sizeof(mapped), "%s", addr);
+	else
+		snprintf(mapped, sizeof(mapped), "::ffff:%s", addr);
+	REQUIRE(inet_pton(AF_INET6, mapped, &sa.sin6_addr) == 1, "address %s", addr);
+	REQUIRE(sendto(sender, pkt, len, 0, (struct sockaddr *)&sa, sizeof(sa)) == (ssize_t)len,
+		"sendto %s: %s", addr, strerror(errno));
+}
+
+/* The next datagram on fd within 5 s: its tag, or 0 if none came. */
+static uint32_t recv_tag(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint8_t buf[64];
+	uint32_t tag = 0;
+	ssize_t n;
+
+	if (poll(&p, 1, 5000) != 1)
+		return 0;
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n >= 16)
+		memcpy(&tag, &buf[12], 4);
+	return tag;
+}
+
+static uint64_t rx_default(struct uroce_ipc *ipc)
+{
+	struct uroce_dev_stats *st;
+	unsigned n;
+	uint64_t v = 0;
+
+	if (uroce_ipc_dev_stats(ipc, &st, &n))
+		return UINT64_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(st[i].name, "uroce0"))
+			v = st[i].rx_default;
+	free(st);
+	return v;
+}
+
+/* Wait (bounded) until the daemon has counted `want` default datagrams. */
+static int wait_default(struct uroce_ipc *ipc, uint64_t want)
+{
+	int64_t deadline = now_ms() + 5000;
+	uint64_t v;
+
+	while ((v = rx_default(ipc)) < want && now_ms() < deadline)
+		pause_ms(2);
+	return v == want;
+}
+
+static int test_steer(void)
+{
+	struct uroce_ipc *ca, *cb, *cc;
+	int fa, fb, fc, err;
+	uint32_t qa, qb, qc, many[200];
+	uint64_t def;
+
+	sender = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	REQUIRE(sender >= 0, "sender socket");
+	REQUIRE(!uroce_ipc_open(&ca, UROCE_IPC_AUTOSTART), "open a");
+	REQUIRE(!uroce_ipc_open(&cb, 0), "open b");
+	/* A QPN allocated before the socket is steered too. */
+	REQUIRE(!uroce_ipc_qpn_alloc(ca, "uroce0", &qa), "alloc a");
+	err = uroce_ipc_rx_socket(ca, "uroce0", &fa);
+	REQUIRE(!err, "rx socket a: %s", strerror(-err));
+	err = uroce_ipc_rx_socket(ca, "uroce0", &fc);
+	CHECK(err == -EEXIST, "second socket on one connection: %d", err);
+	CHECK(uroce_ipc_rx_socket(ca, "nosuch", &fc) == -ENODEV, "unknown device");
+	REQUIRE(!uroce_ipc_rx_socket(cb, "uroce0", &fb), "rx socket b");
+	REQUIRE(!uroce_ipc_qpn_alloc(cb, "uroce0", &qb), "alloc b");
+	CHECK(qa / 64 != qb / 64, "connections get different QPN blocks (%u, %u)", qa, qb);
+
+	/* Steered by destination QPN, IPv4 and IPv6 alike. */
+	send_bth("127.0.0.1", qa, 101, 16);
+	CHECK(recv_tag(fa) == 101, "IPv4 datagram for QPN %u reaches a", qa);
+	send_bth("127.0.0.1", qb, 102, 16);
+	CHECK(recv_tag(fb) == 102, "IPv4 datagram for QPN %u reaches b", qb);
+	send_bth("::1", qb, 103, 16);
+	CHECK(recv_tag(fb) == 103, "IPv6 datagram for QPN %u reaches b", qb);
+	send_bth("::1", qa, 104, 16);
+	CHECK(recv_tag(fa) == 104, "IPv6 datagram for QPN %u reaches a", qa);
+
+	/* A datagram goes to exactly one socket: arriving at the daemon means it
+	 * reached neither client. */
+	def = rx_default(ca);
+	send_bth("127.0.0.1", 1, 201, 16);                  /* QP1 */
+	send_bth("127.0.0.1", (qa ^ 0x800000), 202, 16);    /* a QPN nobody holds */
+	send_bth("127.0.0.1", qa, 203, 8);                  /* runt: no room for a BTH */
+	CHECK(wait_default(ca, def + 3), "QP1, unknown QPN and runt reach the daemon");
+	def += 3;
+
+	/* Many QPNs: several blocks, all steered (merged rules). */
+	for (int i = 0; i < 200; i++)
+		REQUIRE(!uroce_ipc_qpn_alloc(ca, "uroce0", &many[i]), "alloc many");
+	send_bth("127.0.0.1", many[199], 301, 16);
+	CHECK(recv_tag(fa) == 301, "last of 200 QPNs (%u) reaches a", many[199]);
+	send_bth("127.0.0.1", many[70], 302, 16);
+	CHECK(recv_tag(fa) == 302, "QPN %u reaches a", many[70]);
+
+	/* b goes away with a datagram still queued on its socket.  Its QPNs
+	 * then go to the daemon; the next client gets b's socket back (no
+	 * index moves: the group does not grow) with nothing left in it. */
+	send_bth("127.0.0.1", qb, 401, 16);
+	{
+		struct pollfd p = { .fd = fb, .events = POLLIN };
+
+		CHECK(poll(&p, 1, 5000) == 1, "datagram queued on b");
+	}
+	close(fb);
+	uroce_ipc_close(cb);
+	{
+		struct uroce_daemon_status st;
+		int64_t deadline = now_ms() + 5000;
+
+		while (!uroce_ipc_status(ca, &st) && st.num_clients != 1 && now_ms() < deadline)
+			pause_ms(2);
+		CHECK(st.num_clients == 1, "daemon saw b leave");
+	}
+	send_bth("127.0.0.1", qb, 402, 16);
+	CHECK(wait_default(ca, def + 1), "b's QPN now reaches the daemon");
+	def += 1;
+	REQUIRE(!uroce_ipc_open(&cc, 0), "open c");
+	REQUIRE(!uroce_ipc_rx_socket(cc, "uroce0", &fc), "rx socket c");
+	{
+		struct uroce_dev_stats *st;
+		unsigned n;
+		uint8_t buf[64];
+
+		REQUIRE(!uroce_ipc_dev_stats(ca, &st, &n) && n >= 1, "stats");
+		CHECK(st[0].rx_group == 3, "tombstone reused: group of 3, got %u", st[0].rx_group);
+		CHECK(st[0].rx_sockets == 2, "two sockets in use, got %u", st[0].rx_sockets);
+		free(st);
+		CHECK(recv(fc, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
+		      "reused socket was drained");
+	}
+	REQUIRE(!uroce_ipc_qpn_alloc(cc, "uroce0", &qc), "alloc c");
+	send_bth("127.0.0.1", qc, 501, 16);
+	CHECK(recv_tag(fc) == 501, "c's QPN %u reaches c", qc);
+	send_bth("127.0.0.1", qa, 502, 16);
+	CHECK(recv_tag(fa) == 502, "a unaffected");
+
+	close(fa);
+	close(fc);
+	uroce_ipc_close(cc);
+	uroce_ipc_close(ca);
+	close(sender);
+	stop_daemon();
 	return failures ? 1 : 0;
 }
 
@@ -510,6 +683,8 @@ int main(int argc, char **argv)
 		return test_qpn();
 	if (argc == 2 && !strcmp(argv[1], "death"))
 		return test_death();
+	if (argc == 2 && !strcmp(argv[1], "steer"))
+		return test_steer();
 	if (argc == 3 && !strcmp(argv[1], "holder"))
 		return holder(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "owner")) {
