@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@
 #include "ipc/proto.h"
 
 #define AUTOSTART_WAIT_MS 2000  /* bound on waiting for an autostarted daemon */
+
+extern char **environ;
 
 struct uroce_ipc {
 	int fd;
@@ -149,40 +152,53 @@ static int find_daemon(char *path, size_t size)
  * with a double fork + setsid, and its first process exits only after the socket
  * is listening.  So once our child has exited, connect() finds the daemon; if our
  * child lost the race for the name to another autostarting process, it exits 0
- * quietly and the winner is already bound.  Returns the child's pid or -errno. */
+ * quietly and the winner is already bound.  Returns the child's pid or -errno.
+ *
+ * posix_spawn rather than fork: glibc spawns with CLONE_VM|CLONE_VFORK, so the
+ * application's memory is not copied and, more important for library code, its
+ * pthread_atfork handlers (MPI, UCX, ...) do not run. */
 static pid_t spawn_daemon(const char *path)
 {
 	const char *log = getenv("UROCE_DAEMON_LOG");
 	char *const argv[] = { (char *)path, (char *)"--autostarted", NULL };
-	sigset_t all, old;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
 	pid_t pid;
+	int err;
 
-	/* Block signals around fork so the application's handlers never run in the
-	 * child; uroced resets its mask and dispositions itself. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0) {
-		/* Child of a possibly multi-threaded process: async-signal-safe calls
-		 * only, until execv. */
-		int fd = open("/dev/null", O_RDWR);
-		int out = -1;
-
-		if (log && *log)
-			out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 0);
-			dup2(out >= 0 ? out : fd, 1);
-			dup2(out >= 0 ? out : fd, 2);
-		}
-		/* The application's descriptors (sockets, files) must not live on in the
-		 * daemon. */
-		close_range(3, ~0U, 0);
-		execv(path, argv);
-		_exit(127);
+	if (posix_spawn_file_actions_init(&fa))
+		return -ENOMEM;
+	if (posix_spawnattr_init(&attr)) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -ENOMEM;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return pid < 0 ? -errno : pid;
+	/* stdio on /dev/null (or the log); the application's other descriptors
+	 * (sockets, files) must not live on in the daemon. */
+	err = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+	if (!err && log && *log)
+		err = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	else if (!err)
+		err = posix_spawn_file_actions_adddup2(&fa, 0, 1);
+	if (!err)
+		err = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	if (!err)
+		err = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	/* The application's signal mask and handlers are not the daemon's (uroced
+	 * resets dispositions too; this covers the window before it runs). */
+	sigemptyset(&none);
+	sigfillset(&all);
+	if (!err)
+		err = posix_spawnattr_setsigmask(&attr, &none);
+	if (!err)
+		err = posix_spawnattr_setsigdefault(&attr, &all);
+	if (!err)
+		err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (!err)
+		err = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	return err ? -err : pid;
 }
 
 /* Wait (bounded) for the spawned starter process to exit; it exits as soon as the
