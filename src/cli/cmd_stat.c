@@ -2,10 +2,13 @@
  * `rdma statistic show`:
  *
  *   uroce stat [show] [link DEV[/PORT]]
+ *   uroce stat show qp [link DEV[/PORT]]
  *
- * One line per device port with the daemon's control-path counters.  Per-QP
- * data-path counters will be read from shared memory the clients register with
- * the daemon (docs/daemon.md); they are not available yet.
+ * `show`: one line per device port with the daemon's control-path counters, then
+ * one line per registered context with its data-path counters.  `show qp`: one
+ * line per QP with its data-path counters.  Data-path counters live in shared
+ * memory the contexts register with the daemon (docs/daemon.md); the names and
+ * values are the context's own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,8 +30,97 @@ static int stat_help(FILE *f)
 {
 	fprintf(f, "Usage: uroce stat show\n"
 		   "       uroce stat show link [DEV/PORT_INDEX]\n"
+		   "       uroce stat show qp [link DEV/PORT_INDEX]\n"
 		   "       uroce stat help\n");
 	return f == stdout ? 0 : 1;
+}
+
+static const char *qp_type_name(uint32_t t)
+{
+	/* enum ibv_qp_type */
+	switch (t) {
+	case 2: return "RC";
+	case 3: return "UC";
+	case 4: return "UD";
+	case 8: return "RAW_PACKET";
+	case 9: return "XRC_SEND";
+	case 10: return "XRC_RECV";
+	default: return "?";
+	}
+}
+
+/* Data-path counters: the contexts' records (qp = 0) or the QPs' (qp = 1). */
+static int print_counters(struct uroce_ipc *ipc, const char *want, int qp)
+{
+	struct uroce_cnt_record *r;
+	unsigned n;
+	int err = uroce_ipc_counters(ipc, &r, &n);
+
+	if (err)
+		return err;
+	for (unsigned i = 0; i < n; i++) {
+		if ((want[0] && strcmp(want, r[i].dev)) || !!r[i].qpn != qp)
+			continue;
+		printf("link %s/1", r[i].dev);
+		if (qp)
+			printf(" lqpn %u type %s", r[i].qpn, qp_type_name(r[i].qp_type));
+		printf(" pid %d", (int)r[i].pid);
+		for (unsigned j = 0; j < r[i].n && j < UROCE_CNT_MAX; j++)
+			printf(" %s %llu", r[i].c[j].name, (unsigned long long)r[i].c[j].value);
+		printf("\n");
+	}
+	free(r);
+	return 0;
+}
+
+static int parse_link(int argc, char **argv, char *want, size_t size)
+{
+	if (argc < 1)
+		return 0;
+	if (!matches(argv[0], "link")) {
+		fprintf(stderr, "Unknown parameter '%s'.\n", argv[0]);
+		return -1;
+	}
+	if (argc >= 2) {
+		char *slash;
+
+		snprintf(want, size, "%s", argv[1]);
+		slash = strchr(want, '/');
+		if (slash) {
+			if (strcmp(slash + 1, "1")) {
+				fprintf(stderr, "Wrong port index %s\n", slash + 1);
+				return -1;
+			}
+			*slash = 0;
+		}
+	}
+	if (argc > 2) {
+		fprintf(stderr, "Unknown parameter '%s'.\n", argv[2]);
+		return -1;
+	}
+	return 0;
+}
+
+static int stat_show_qp(int argc, char **argv)
+{
+	char want[UROCE_DEV_NAME_MAX + 8] = "";
+	struct uroce_ipc *ipc;
+	int err;
+
+	if (parse_link(argc, argv, want, sizeof(want)))
+		return 1;
+	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
+	if (err) {
+		fprintf(stderr, "error: cannot reach uroced: %s\n", strerror(-err));
+		return 1;
+	}
+	err = print_counters(ipc, want, 1);
+	uroce_ipc_close(ipc);
+	if (err) {
+		fprintf(stderr, "error: %s\n", strerror(-err));
+		return 1;
+	}
+	return 0;
 }
 
 static int stat_show(int argc, char **argv)
@@ -40,29 +132,10 @@ static int stat_show(int argc, char **argv)
 	unsigned n, shown = 0;
 	int err;
 
-	if (argc >= 1) {
-		if (!matches(argv[0], "link")) {
-			fprintf(stderr, "Unknown parameter '%s'.\n", argv[0]);
-			return 1;
-		}
-		if (argc >= 2) {
-			char *slash;
-
-			snprintf(want, sizeof(want), "%s", argv[1]);
-			slash = strchr(want, '/');
-			if (slash) {
-				if (strcmp(slash + 1, "1")) {
-					fprintf(stderr, "Wrong port index %s\n", slash + 1);
-					return 1;
-				}
-				*slash = 0;
-			}
-		}
-		if (argc > 2) {
-			fprintf(stderr, "Unknown parameter '%s'.\n", argv[2]);
-			return 1;
-		}
-	}
+	if (argc >= 1 && matches(argv[0], "qp"))
+		return stat_show_qp(argc - 1, argv + 1);
+	if (parse_link(argc, argv, want, sizeof(want)))
+		return 1;
 	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
 	if (err) {
 		fprintf(stderr, "error: cannot reach uroced: %s\n", strerror(-err));
@@ -71,8 +144,8 @@ static int stat_show(int argc, char **argv)
 	err = uroce_ipc_status(ipc, &st);
 	if (!err)
 		err = uroce_ipc_dev_stats(ipc, &ds, &n);
-	uroce_ipc_close(ipc);
 	if (err) {
+		uroce_ipc_close(ipc);
 		fprintf(stderr, "error: %s\n", strerror(-err));
 		return 1;
 	}
@@ -93,7 +166,14 @@ static int stat_show(int argc, char **argv)
 	}
 	free(ds);
 	if (want[0] && !shown) {
+		uroce_ipc_close(ipc);
 		fprintf(stderr, "Wrong device name\n");
+		return 1;
+	}
+	err = print_counters(ipc, want, 0);
+	uroce_ipc_close(ipc);
+	if (err) {
+		fprintf(stderr, "error: %s\n", strerror(-err));
 		return 1;
 	}
 	if (!want[0])

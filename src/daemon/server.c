@@ -95,6 +95,7 @@ void uroced_accept(struct uroced *d)
 			continue;
 		}
 		c->fd = fd;
+		c->serial = ++d->next_serial;
 		c->pid = -1;
 		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
 			c->pid = cred.pid;
@@ -150,6 +151,7 @@ static void client_dev_release(struct uroced *d, struct uroce_client *c, struct 
 			uroced_rx_release(d, dev, cd->rx_index);  /* also updates steering */
 	}
 	c->qpns -= cd->qpns;
+	uroced_cnt_unmap(cd);
 	free(cd->blocks);
 	*cd = c->devs[--c->ndevs];
 }
@@ -175,6 +177,7 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 		}
 	}
 	d->client_generation++;
+	free(c->cnt_walk);
 	free(c->devs);
 	free(c);
 }
@@ -454,8 +457,28 @@ static void sync_netdevs(struct uroced *d)
 		d->generation++;
 }
 
+static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
+			   int *in_fd)
+{
+	struct uroce_dev *dev = req_dev(d, req);
+	struct uroce_client_dev *cd;
+	int fd = *in_fd;
+
+	if (fd < 0)
+		return -EINVAL;
+	if (!dev)
+		return -ENODEV;
+	cd = client_dev(c, dev->id, 1);
+	if (!cd)
+		return -ENOMEM;
+	*in_fd = -1;  /* consumed */
+	return uroced_cnt_register(cd, fd);
+}
+
+/* in_fd: a descriptor that came with the request (-1 if none); an op that takes
+ * it sets *in_fd = -1.  fd: a descriptor to send with the reply. */
 static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
-		    struct uroce_ipc_resp *resp, int *fd)
+		    struct uroce_ipc_resp *resp, int *in_fd, int *fd)
 {
 	switch (req->op) {
 	case UROCE_OP_HELLO:
@@ -512,6 +535,10 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return op_link_del(d, c, req);
 	case UROCE_OP_RX_SOCKET:
 		return op_rx_socket(d, c, req, fd);
+	case UROCE_OP_CNT_REGISTER:
+		return op_cnt_register(d, c, req, in_fd);
+	case UROCE_OP_CNT_GET:
+		return uroced_cnt_get(d, c, req->arg, resp);
 	case UROCE_OP_SHUTDOWN:
 		if (!privileged(d, c))
 			return -EPERM;
@@ -552,10 +579,19 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 	/* Bounded work per readiness event: a client flooding requests cannot starve
 	 * the others (the loop comes back to it). */
 	for (int budget = 0; budget < 16; budget++) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
 		struct uroce_ipc_req req;
 		struct uroce_ipc_resp resp;
-		ssize_t n = recv(c->fd, &req, sizeof(req), MSG_TRUNC | MSG_DONTWAIT);
-		int fd = -1;
+		struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		};
+		ssize_t n = recvmsg(c->fd, &mh, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int fd = -1, in_fd = -1;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -568,6 +604,12 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			drop_client(d, c);
 			return;
 		}
+		/* At most one descriptor (the buffer holds one; more are truncated
+		 * and closed by the kernel with MSG_CTRUNC). */
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+			    cm->cmsg_len >= CMSG_LEN(sizeof(int)) && in_fd < 0)
+				memcpy(&in_fd, CMSG_DATA(cm), sizeof(int));
 		c->requests++;
 		memset(&resp, 0, sizeof(resp));
 		resp.magic = UROCE_IPC_MAGIC;
@@ -575,6 +617,8 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 		if ((size_t)n != sizeof(req) || req.magic != UROCE_IPC_MAGIC) {
 			/* Not our protocol: nothing sensible to answer, hang up. */
 			uroced_log("pid %d: bad request record (%zd bytes)\n", (int)c->pid, n);
+			if (in_fd >= 0)
+				close(in_fd);
 			drop_client(d, c);
 			return;
 		}
@@ -586,7 +630,9 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			 !terminated(req.netdev, sizeof(req.netdev)))
 			resp.status = -EINVAL;
 		else
-			resp.status = dispatch(d, c, &req, &resp, &fd);
+			resp.status = dispatch(d, c, &req, &resp, &in_fd, &fd);
+		if (in_fd >= 0)
+			close(in_fd);  /* a descriptor nobody asked for */
 		if (req.op != UROCE_OP_CLIENT_GET)
 			resp.generation = d->generation;
 		/* fd (if any) is the daemon's own copy: the kernel duplicates it into

@@ -141,9 +141,23 @@ struct uroce_client_dev {
 	size_t nblocks, capblocks;
 	size_t cursor;                   /* next slot to try: block index * 64 + bit */
 	uint32_t qpns;
+	/* Registered counters block (counters.c), mapped read-only; NULL if none.
+	 * The layout is the one validated at registration. */
+	const uint8_t *cnt;
+	size_t cnt_size;
+	uint32_t cnt_ctx, cnt_qp, cnt_slots;
+};
+
+/* One record of a counters listing: which client, device and slot (UINT32_MAX
+ * for the context's record). */
+struct uroce_cnt_pos {
+	uint64_t serial;
+	uint32_t dev_id;
+	uint32_t slot;
 };
 
 struct uroce_client {
+	uint64_t serial;                 /* unique while the daemon runs */
 	int fd;
 	pid_t pid;                       /* SO_PEERCRED at connect */
 	uid_t uid;
@@ -151,6 +165,9 @@ struct uroce_client {
 	struct uroce_client_dev *devs;
 	size_t ndevs;
 	uint32_t qpns;                   /* over all devices */
+	/* The counters listing this client is walking (taken at index 0). */
+	struct uroce_cnt_pos *cnt_walk;
+	size_t cnt_walk_n;
 };
 
 struct uroced {
@@ -159,6 +176,7 @@ struct uroced {
 	size_t nclients, capclients;
 	uint64_t generation;             /* bumped when the device table changes */
 	uint64_t client_generation;      /* bumped when the client list changes */
+	uint64_t next_serial;
 	int listen_fd, epoll_fd, rtnl_fd;
 	uid_t uid;                       /* the daemon's own uid */
 	int64_t start_ms;
@@ -177,6 +195,17 @@ void uroced_close_all(struct uroced *d);
 /* Save the device table (if there is a state path); logs a failure. */
 void uroced_save(struct uroced *d);
 int64_t uroced_now_ms(void);
+
+/* ---- counters.c ----------------------------------------------------------- */
+
+/* Validate and map a counters block memfd for cd (replacing any); fd is consumed.
+ * 0, -EINVAL (not sealed, bad header or size), -errno. */
+int uroced_cnt_register(struct uroce_client_dev *cd, int fd);
+void uroced_cnt_unmap(struct uroce_client_dev *cd);
+/* Listing: at index 0 snapshot the positions into c->cnt_walk; then fill record
+ * index.  -ENOENT past the end (resp->count says how many). */
+int uroced_cnt_get(struct uroced *d, struct uroce_client *c, uint32_t index,
+		   struct uroce_ipc_resp *resp);
 
 /* ---- rxgroup.c ------------------------------------------------------------ */
 

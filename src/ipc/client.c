@@ -291,7 +291,7 @@ static void take_fds(struct msghdr *mh, int *keep)
 /* Send req and wait for its reply; caller holds ipc->lock.  A descriptor passed
  * with the reply goes to *fd if fd is not NULL, else it is closed. */
 static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
-		       int *fd)
+		       int send_fd, int *fd)
 {
 	int64_t deadline = now_ms() + UROCE_IPC_TIMEOUT_MS;
 	ssize_t n;
@@ -305,9 +305,30 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 	req->magic = UROCE_IPC_MAGIC;
 	req->version = UROCE_IPC_VERSION;
 	req->seq = ++ipc->seq;
-	do
-		n = send(ipc->fd, req, sizeof(*req), MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	{
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct iovec iov = { .iov_base = req, .iov_len = sizeof(*req) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+		if (send_fd >= 0) {
+			struct cmsghdr *cm;
+
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.buf;
+			mh.msg_controllen = sizeof(ctl.buf);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+		}
+		do
+			n = sendmsg(ipc->fd, &mh, MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+	}
 	if (n < 0) {
 		if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
 			return fail_dead(ipc);
@@ -361,21 +382,21 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 }
 
 static int call_fd(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
-		   int *fd)
+		   int send_fd, int *fd)
 {
 	int err;
 
 	if (!ipc)
 		return -EINVAL;
 	pthread_mutex_lock(&ipc->lock);
-	err = call_locked(ipc, req, resp, fd);
+	err = call_locked(ipc, req, resp, send_fd, fd);
 	pthread_mutex_unlock(&ipc->lock);
 	return err;
 }
 
 static int call(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp)
 {
-	return call_fd(ipc, req, resp, NULL);
+	return call_fd(ipc, req, resp, -1, NULL);
 }
 
 static int set_name(char *dst, size_t size, const char *src)
@@ -538,7 +559,7 @@ static int read_list(struct uroce_ipc *ipc, uint16_t op, size_t elem, void **out
 			}
 			memcpy(arr + (size_t)i * elem, &resp.u, elem);
 		}
-		if (err == -EAGAIN || (err == -ENOENT && i > 0)) {
+		if (err == -EAGAIN || err == -ESTALE || (err == -ENOENT && i > 0)) {
 			free(arr);
 			continue;  /* the table changed under us: read it again */
 		}
@@ -680,8 +701,27 @@ int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 		return -EINVAL;
 	err = init_req(&req, UROCE_OP_RX_SOCKET, dev, NULL, 0);
 	if (!err)
-		err = call_fd(ipc, &req, &resp, fd);
+		err = call_fd(ipc, &req, &resp, -1, fd);
 	if (!err && *fd < 0)
 		err = -EPROTO;  /* success without a descriptor */
 	return err;
+}
+
+int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || !c)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_CNT_REGISTER, dev, NULL, 0);
+	return err ? err : call_fd(ipc, &req, &resp, uroce_counters_fd(c), NULL);
+}
+
+int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n)
+{
+	if (!recs || !n)
+		return -EINVAL;
+	return read_list(ipc, UROCE_OP_CNT_GET, sizeof(**recs), (void **)recs, n);
 }

@@ -154,4 +154,59 @@ int uroce_ipc_shutdown(struct uroce_ipc *ipc);
  * other -errno from the daemon's socket()/bind(). */
 int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd);
 
+/* ---- Data-path counters in shared memory (docs/daemon.md) ----
+ *
+ * The data path counts in the application and must not talk to the daemon to do
+ * it.  A context publishes its counters in a sealed memfd that it registers with
+ * the daemon; the daemon maps it read-only and reads it only when asked (`uroce
+ * stat show`, `uroce stat show qp`).  The block is self-describing (counter names
+ * are in it), so the transport can add counters without a daemon change.
+ *
+ * Writers: store each counter with a relaxed atomic store or increment
+ * (__atomic_*_n(..., __ATOMIC_RELAXED)); aligned 64-bit stores are never torn.
+ * Set a slot's qpn last when a QP starts using it and 0 when it stops.
+ */
+#define UROCE_CNT_MAX 16                 /* counters per context and per QP */
+#define UROCE_CNT_NAME_MAX 32
+
+struct uroce_counters;                   /* one block: a sealed memfd, mapped */
+
+/* Create a block with the given counter names (each < UROCE_CNT_NAME_MAX) for the
+ * context and for each of n_slots QP slots.  0, or -EINVAL (no names / name too
+ * long), -E2BIG (more than UROCE_CNT_MAX names or too many slots), -errno. */
+int uroce_counters_create(const char *const *ctx_names, unsigned n_ctx,
+			  const char *const *qp_names, unsigned n_qp, unsigned n_slots,
+			  struct uroce_counters **out);
+void uroce_counters_destroy(struct uroce_counters *c);
+/* The context's counters (n_ctx of them) and slot i's (n_qp); NULL if i is out of
+ * range.  Valid until destroy. */
+uint64_t *uroce_counters_ctx(struct uroce_counters *c);
+uint64_t *uroce_counters_qp(struct uroce_counters *c, unsigned slot);
+/* Mark slot i as used by QP qpn of type qp_type (enum ibv_qp_type), or free (qpn 0).
+ * The slot's counters are zeroed when it is taken. */
+void uroce_counters_slot(struct uroce_counters *c, unsigned slot, uint32_t qpn, uint32_t qp_type);
+/* The memfd (owned by the block; for registration). */
+int uroce_counters_fd(const struct uroce_counters *c);
+
+/* Register the block with the daemon for dev (one block per connection and device;
+ * a second registration replaces the first).  It is dropped when the connection
+ * closes.  -ENODEV, -EINVAL (block rejected), -errno. */
+int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c);
+
+/* One context's or one QP's counters as the daemon read them. */
+struct uroce_cnt_record {
+	char dev[UROCE_DEV_NAME_MAX];
+	int32_t pid;                     /* the registering client */
+	uint32_t qpn;                    /* 0: the context's record */
+	uint32_t qp_type;
+	uint32_t n;                      /* entries used in c[] */
+	struct {
+		char name[UROCE_CNT_NAME_MAX];
+		uint64_t value;
+	} c[UROCE_CNT_MAX];
+};
+/* All registered blocks: per block its context record, then a record per used QP
+ * slot.  A malloc'ed array the caller frees. */
+int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n);
+
 #endif

@@ -53,6 +53,8 @@ enum uroce_ipc_op {
 	UROCE_OP_STATS_GET,      /* arg = index -> stats */
 	UROCE_OP_SHUTDOWN,
 	UROCE_OP_RX_SOCKET,      /* dev -> one descriptor in SCM_RIGHTS */
+	UROCE_OP_CNT_REGISTER,   /* dev, a sealed memfd in SCM_RIGHTS with the request */
+	UROCE_OP_CNT_GET,        /* arg = index -> cnt */
 	UROCE_OP_MAX
 };
 
@@ -83,6 +85,7 @@ struct uroce_ipc_resp {
 		struct uroce_daemon_status status;
 		struct uroce_client_info client;
 		struct uroce_dev_stats stats;
+		struct uroce_cnt_record cnt;
 		uint8_t raw[1024];           /* fixes the record size */
 	} u;
 };
@@ -90,6 +93,48 @@ struct uroce_ipc_resp {
 _Static_assert(sizeof(struct uroce_ipc_req) == 144, "request record size is ABI");
 _Static_assert(sizeof(struct uroce_ipc_resp) == 1056, "reply record size is ABI");
 _Static_assert(sizeof(struct uroce_dev_info) <= 1024, "dev_info must fit the reply");
+_Static_assert(sizeof(struct uroce_cnt_record) <= 1024, "cnt_record must fit the reply");
+
+/* The counters block in a memfd (uroce_counters_create, ipc.h):
+ *   struct uroce_cnt_hdr
+ *   char names[n_ctx + n_qp][UROCE_CNT_NAME_MAX]     context names, then QP names
+ *   uint64_t ctx[n_ctx]
+ *   n_slots x { struct uroce_cnt_slot; uint64_t v[n_qp]; }
+ * The daemon accepts it only with F_SEAL_SHRINK (a shrinking file would fault its
+ * reads) and takes the layout from the header once, at registration. */
+#define UROCE_CNT_MAGIC 0x544e4355u      /* "UCNT" */
+#define UROCE_CNT_VERSION 1
+#define UROCE_CNT_MAX_SLOTS 65536
+
+struct uroce_cnt_hdr {
+	uint32_t magic, version;
+	uint32_t n_ctx, n_qp, n_slots;
+	uint32_t pad;
+	uint64_t size;                   /* bytes of the whole block */
+};
+
+struct uroce_cnt_slot {
+	uint32_t qpn;                    /* 0: free */
+	uint32_t qp_type;
+};
+
+/* Byte offsets of the parts of a block; 0 if the layout is invalid. */
+static inline uint64_t uroce_cnt_size(uint32_t n_ctx, uint32_t n_qp, uint32_t n_slots)
+{
+	if (n_ctx > UROCE_CNT_MAX || n_qp > UROCE_CNT_MAX || n_slots > UROCE_CNT_MAX_SLOTS)
+		return 0;
+	return sizeof(struct uroce_cnt_hdr) + (uint64_t)(n_ctx + n_qp) * UROCE_CNT_NAME_MAX +
+	       8ull * n_ctx + (uint64_t)n_slots * (sizeof(struct uroce_cnt_slot) + 8ull * n_qp);
+}
+static inline uint64_t uroce_cnt_ctx_off(uint32_t n_ctx, uint32_t n_qp)
+{
+	return sizeof(struct uroce_cnt_hdr) + (uint64_t)(n_ctx + n_qp) * UROCE_CNT_NAME_MAX;
+}
+static inline uint64_t uroce_cnt_slot_off(uint32_t n_ctx, uint32_t n_qp, uint32_t slot)
+{
+	return uroce_cnt_ctx_off(n_ctx, n_qp) + 8ull * n_ctx +
+	       (uint64_t)slot * (sizeof(struct uroce_cnt_slot) + 8ull * n_qp);
+}
 
 /* Fill sa (a struct sockaddr_un) with the daemon's abstract address; returns the
  * address length to pass to bind()/connect().  Reads $UROCE_IPC_NAME. */

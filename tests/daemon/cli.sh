@@ -44,12 +44,19 @@ grep -q "^client pid $holder uid [0-9]* qpns 1 " "$tmp/st" || fail "holder in st
 expect_eq "total line" "$(grep '^total' "$tmp/st" | field qpns)" 1
 expect_eq "stat in use" "$($UROCE stat show link uroce0 | field qpns_in_use)" 1
 expect_eq "stat alloc" "$($UROCE stat show link uroce0/1 | field qpn_alloc)" 1
+# The holder registered data-path counters: its context's and its QP's.
+q=$(cat "$tmp/qpn")
+expect_eq "stat context counters" "$($UROCE stat show | grep " pid $holder ")" \
+	"link uroce0/1 pid $holder tx_packets 11"
+expect_eq "stat qp" "$($UROCE stat show qp)" "link uroce0/1 lqpn $q type RC pid $holder sent 3"
+expect_eq "stat qp link" "$($UROCE stat show qp link uroce0/1)" "$($UROCE stat show qp)"
 kill -KILL "$holder"
 wait "$holder" 2>/dev/null
 exec 3>&-
 wait_for 10 sh -c "$UROCE daemon status | grep -q '^total devices 1 clients 1 qpns 0'" ||
 	fail "QPN of the killed client not back: $($UROCE daemon status)"
 expect_eq "stat reclaimed" "$($UROCE stat show link uroce0 | field qpn_reclaimed)" 1
+expect_eq "stat qp after kill" "$($UROCE stat show qp)" ""
 $UROCE stat show link nosuch 2>&1 | grep -qx 'Wrong device name' || fail "stat unknown device"
 
 # run: LD_LIBRARY_PATH gets the library directory next to the tool, first.

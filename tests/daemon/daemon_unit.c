@@ -1,5 +1,7 @@
-/* daemon_unit.c — unit tests of uroced's pure parts: the QPN pool (qpn.c) and the
- * GID table merge (devtable.c).  The .c files are included to reach statics. */
+/* daemon_unit.c — unit tests of uroced's pure parts: the QPN pool (qpn.c), the
+ * GID table merge (devtable.c) and the checks on counters blocks (counters.c).
+ * qpn.c is included to reach its statics. */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,7 +9,12 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "../../src/daemon/qpn.c"
+#include "daemon/uroced.h"
 
 /* Numbered edge cases of allocation order: cursor start -> first QPNs. */
 static void qpn_start_edges(void **state)
@@ -141,6 +148,56 @@ static void gid_merge_table_full(void **state)
 	assert_int_equal(info.gids[UROCE_MAX_GIDS - 1].gid[15], UROCE_MAX_GIDS - 1);
 }
 
+/* Counters blocks come from untrusted processes: numbered cases of what
+ * uroced_cnt_register (counters.c) must refuse or accept. */
+static int cnt_memfd(uint32_t magic, uint32_t n_ctx, uint32_t n_qp, uint32_t n_slots, size_t size,
+		     int seals)
+{
+	struct uroce_cnt_hdr h = { .magic = magic, .version = UROCE_CNT_VERSION,
+				   .n_ctx = n_ctx, .n_qp = n_qp, .n_slots = n_slots, .size = size };
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	assert_int_equal(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	if (seals)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+static void cnt_register_rules(void **state)
+{
+	uint64_t ok = uroce_cnt_size(2, 3, 8);
+	static const struct {
+		uint32_t magic, n_ctx, n_qp, n_slots;
+		int size_delta, seals, want;
+	} rows[] = {
+		/* 1 */ { UROCE_CNT_MAGIC, 2, 3, 8, 0, F_SEAL_SHRINK, 0 },
+		/* 2 */ { UROCE_CNT_MAGIC, 2, 3, 8, 0, 0, -EINVAL },              /* not sealed */
+		/* 3 */ { UROCE_CNT_MAGIC, 2, 3, 8, 0, F_SEAL_GROW, -EINVAL },    /* can shrink */
+		/* 4 */ { 0x12345678, 2, 3, 8, 0, F_SEAL_SHRINK, -EINVAL },       /* magic */
+		/* 5 */ { UROCE_CNT_MAGIC, 2, 3, 9, 0, F_SEAL_SHRINK, -EINVAL },  /* slots beyond size */
+		/* 6 */ { UROCE_CNT_MAGIC, 17, 3, 8, 4096, F_SEAL_SHRINK, -EINVAL }, /* > CNT_MAX */
+		/* 7 */ { UROCE_CNT_MAGIC, 2, 3, 8, 4096, F_SEAL_SHRINK, 0 },     /* larger file is fine */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct uroce_client_dev cd;
+		int fd = cnt_memfd(rows[i].magic, rows[i].n_ctx, rows[i].n_qp, rows[i].n_slots,
+				   (size_t)ok + (size_t)rows[i].size_delta, rows[i].seals);
+
+		memset(&cd, 0, sizeof(cd));
+		assert_int_equal(uroced_cnt_register(&cd, fd), rows[i].want);
+		assert_true(fcntl(fd, F_GETFD) < 0);  /* consumed either way */
+		assert_int_equal(cd.cnt != NULL, rows[i].want == 0);
+		if (cd.cnt) {
+			assert_int_equal(cd.cnt_slots, rows[i].n_slots);
+			uroced_cnt_unmap(&cd);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +206,7 @@ int main(void)
 		cmocka_unit_test(qpn_exhaust),
 		cmocka_unit_test(gid_merge_keeps_indices),
 		cmocka_unit_test(gid_merge_table_full),
+		cmocka_unit_test(cnt_register_rules),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,9 @@
  *                        the connection owning the destination QPN; QP1, unknown
  *                        QPNs and runts reach the daemon; a closed connection's
  *                        socket becomes a drained tombstone reused by the next
+ *   ipc_test counters    shared-memory counters: a registered block's context and QP
+ *                        records are listed live by another connection, and vanish
+ *                        with the connection
  *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
  *
  * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
@@ -651,10 +654,110 @@ static int test_steer(void)
 	return failures ? 1 : 0;
 }
 
+/* ---- counters ------------------------------------------------------------- */
+
+static const struct uroce_cnt_record *find_rec(const struct uroce_cnt_record *r, unsigned n,
+					       uint32_t qpn)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (r[i].qpn == qpn && r[i].pid == getpid())
+			return &r[i];
+	return NULL;
+}
+
+static int test_counters(void)
+{
+	static const char *const ctx_names[] = { "tx_packets", "rx_packets" };
+	static const char *const qp_names[] = { "sent", "acked", "retries" };
+	const char *too_many[UROCE_CNT_MAX + 1];
+	struct uroce_counters *cnt, *bad;
+	struct uroce_cnt_record *r;
+	const struct uroce_cnt_record *x;
+	struct uroce_ipc *owner, *reader;
+	uint32_t q;
+	unsigned n;
+	int err;
+
+	for (unsigned i = 0; i <= UROCE_CNT_MAX; i++)
+		too_many[i] = "c";
+	CHECK(uroce_counters_create(too_many, UROCE_CNT_MAX + 1, qp_names, 3, 4, &bad) == -E2BIG,
+	      "too many names");
+	{
+		const char *long_name[] = { "a_counter_name_that_is_far_too_long_for_the_block" };
+
+		CHECK(uroce_counters_create(long_name, 1, NULL, 0, 4, &bad) == -EINVAL, "long name");
+	}
+	err = uroce_counters_create(ctx_names, 2, qp_names, 3, 8, &cnt);
+	REQUIRE(!err, "create: %s", strerror(-err));
+	CHECK(uroce_counters_qp(cnt, 8) == NULL, "slot out of range");
+
+	REQUIRE(!uroce_ipc_open(&owner, UROCE_IPC_AUTOSTART), "open owner");
+	REQUIRE(!uroce_ipc_open(&reader, 0), "open reader");
+	CHECK(uroce_ipc_counters_register(owner, "nosuch", cnt) == -ENODEV, "unknown device");
+	err = uroce_ipc_counters_register(owner, "uroce0", cnt);
+	REQUIRE(!err, "register: %s", strerror(-err));
+	REQUIRE(!uroce_ipc_qpn_alloc(owner, "uroce0", &q), "alloc");
+
+	uroce_counters_ctx(cnt)[0] = 5;
+	uroce_counters_ctx(cnt)[1] = 7;
+	uroce_counters_slot(cnt, 2, q, 2 /* IBV_QPT_RC */);
+	uroce_counters_qp(cnt, 2)[0] = 1;
+	uroce_counters_qp(cnt, 2)[1] = 2;
+	uroce_counters_qp(cnt, 2)[2] = 3;
+
+	REQUIRE(!uroce_ipc_counters(reader, &r, &n), "list");
+	CHECK(n == 2, "one context and one QP record, got %u", n);
+	x = find_rec(r, n, 0);
+	CHECK(x && x->n == 2 && !strcmp(x->dev, "uroce0") && !strcmp(x->c[0].name, "tx_packets") &&
+	      x->c[0].value == 5 && !strcmp(x->c[1].name, "rx_packets") && x->c[1].value == 7,
+	      "context record");
+	x = find_rec(r, n, q);
+	CHECK(x && x->n == 3 && x->qp_type == 2 && !strcmp(x->c[2].name, "retries") &&
+	      x->c[0].value == 1 && x->c[1].value == 2 && x->c[2].value == 3, "QP record");
+	free(r);
+
+	/* Live: the daemon reads the shared memory when asked. */
+	__atomic_store_n(&uroce_counters_qp(cnt, 2)[2], 42, __ATOMIC_RELAXED);
+	REQUIRE(!uroce_ipc_counters(reader, &r, &n), "list");
+	x = find_rec(r, n, q);
+	CHECK(x && x->c[2].value == 42, "updated value seen");
+	free(r);
+
+	/* A freed slot disappears. */
+	uroce_counters_slot(cnt, 2, 0, 0);
+	REQUIRE(!uroce_ipc_counters(reader, &r, &n), "list");
+	CHECK(n == 1 && r[0].qpn == 0, "only the context record left (%u)", n);
+	free(r);
+
+	/* The block goes with its connection. */
+	uroce_ipc_close(owner);
+	{
+		int64_t deadline = now_ms() + 5000;
+
+		for (;;) {
+			REQUIRE(!uroce_ipc_counters(reader, &r, &n), "list");
+			free(r);
+			if (n == 0 || now_ms() > deadline)
+				break;
+			pause_ms(2);
+		}
+		CHECK(n == 0, "records gone with the connection (%u left)", n);
+	}
+	uroce_counters_destroy(cnt);
+	uroce_ipc_close(reader);
+	stop_daemon();
+	return failures ? 1 : 0;
+}
+
 /* ---- holder (helper for shell tests) ---------------------------------------- */
 
+/* Hold a QPN, with a counters block (context tx_packets = 11, the QP's sent = 3)
+ * registered for it, until stdin closes. */
 static int holder(const char *dev)
 {
+	static const char *const ctx_names[] = { "tx_packets" };
+	static const char *const qp_names[] = { "sent" };
+	struct uroce_counters *cnt = NULL;
 	struct uroce_ipc *ipc;
 	uint32_t q;
 	char c;
@@ -662,6 +765,14 @@ static int holder(const char *dev)
 
 	if (!err)
 		err = uroce_ipc_qpn_alloc(ipc, dev, &q);
+	if (!err)
+		err = uroce_counters_create(ctx_names, 1, qp_names, 1, 4, &cnt);
+	if (!err) {
+		uroce_counters_ctx(cnt)[0] = 11;
+		uroce_counters_slot(cnt, 0, q, 2 /* IBV_QPT_RC */);
+		uroce_counters_qp(cnt, 0)[0] = 3;
+		err = uroce_ipc_counters_register(ipc, dev, cnt);
+	}
 	if (err) {
 		fprintf(stderr, "holder: %s\n", strerror(-err));
 		return 1;
@@ -671,6 +782,7 @@ static int holder(const char *dev)
 	while (read(0, &c, 1) > 0)
 		;
 	uroce_ipc_close(ipc);
+	uroce_counters_destroy(cnt);
 	return 0;
 }
 
@@ -685,6 +797,8 @@ int main(int argc, char **argv)
 		return test_death();
 	if (argc == 2 && !strcmp(argv[1], "steer"))
 		return test_steer();
+	if (argc == 2 && !strcmp(argv[1], "counters"))
+		return test_counters();
 	if (argc == 3 && !strcmp(argv[1], "holder"))
 		return holder(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "owner")) {
