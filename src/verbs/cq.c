@@ -235,6 +235,13 @@ static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	ret = cqx_take(cq);
+	if (ret == ENOENT) {
+		/* Empty: make progress in this thread before answering (docs/transport.md). */
+		pthread_mutex_unlock(&cq->lock);
+		uroce_transport_poll(cq->uctx);
+		pthread_mutex_lock(&cq->lock);
+		ret = cqx_take(cq);
+	}
 	if (ret)
 		pthread_mutex_unlock(&cq->lock);
 	return ret;

@@ -468,6 +468,8 @@ int uroce_context_close(struct uroce_context *ctx)
 {
 	char b = 0;
 
+	uroce_transport_ctx_close(ctx);
+
 	if (ctx->watcher_running) {
 		if (write(ctx->stop_pipe[1], &b, 1) != 1)
 			return -EIO;

@@ -20,7 +20,16 @@
 
 static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	return uroce_cq_poll(uroce_cq_from_ib(cq), n, wc);
+	struct uroce_cq *ucq = uroce_cq_from_ib(cq);
+	int ret = uroce_cq_poll(ucq, n, wc);
+
+	/* An empty CQ: drain the socket in this thread, then look again (a busy-polling
+	 * application makes progress on its own core; docs/transport.md). */
+	if (ret == 0) {
+		uroce_transport_poll(ucq->uctx);
+		ret = uroce_cq_poll(ucq, n, wc);
+	}
+	return ret;
 }
 
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)

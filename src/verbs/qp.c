@@ -249,6 +249,12 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 	pthread_mutex_lock(&ctx->lock);
 	uroce_list_del(&qp->ctx_node);
 	pthread_mutex_unlock(&ctx->lock);
+	/* Unlinked: the progress thread no longer finds it; now stop its engine. */
+	pthread_mutex_lock(&ctx->lock);
+	pthread_mutex_lock(&qp->lock);
+	uroce_transport_qp_destroy(qp);
+	pthread_mutex_unlock(&qp->lock);
+	pthread_mutex_unlock(&ctx->lock);
 	uroce_async_event_drain(ctx, ib, &qp->events_delivered, &ib->mutex, &ib->cond,
 				&ib->events_completed);
 #if UROCE_HAVE_IPC
@@ -416,6 +422,11 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (next == IBV_QPS_ERR) {
 		enter_error(qp);
 	} else {
+		if (next != cur || next == IBV_QPS_RESET) {
+			ret = uroce_transport_qp_modify(qp, cur, next);
+			if (ret)
+				goto out;
+		}
 		qp->attr.qp_state = next;
 		ib->state = next;
 	}
@@ -528,7 +539,7 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
 	w->send_flags = wr->send_flags;
-	w->imm_data = wr->imm_data;
+	w->imm_data = wr->imm_data;   /* (union with invalidate_rkey) */
 	switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE: case IBV_WR_RDMA_WRITE_WITH_IMM: case IBV_WR_RDMA_READ:
 		w->u.rdma.remote_addr = wr->wr.rdma.remote_addr;
@@ -539,6 +550,22 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		w->u.atomic.compare_add = wr->wr.atomic.compare_add;
 		w->u.atomic.swap = wr->wr.atomic.swap;
 		w->u.atomic.rkey = wr->wr.atomic.rkey;
+		break;
+	case IBV_WR_BIND_MW:
+		if (uroce_mw_bind_check((struct uroce_mw *)wr->bind_mw.mw, &wr->bind_mw.bind_info))
+			return -EINVAL;
+		w->u.bind.mw = wr->bind_mw.mw;
+		w->u.bind.mr = wr->bind_mw.bind_info.mr;
+		w->u.bind.addr = wr->bind_mw.bind_info.addr;
+		w->u.bind.length = wr->bind_mw.bind_info.length;
+		w->u.bind.access = wr->bind_mw.bind_info.mw_access_flags;
+		w->imm_data = wr->bind_mw.rkey;
+		break;
+	case IBV_WR_LOCAL_INV:
+		w->imm_data = wr->invalidate_rkey;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		w->imm_data = wr->invalidate_rkey;
 		break;
 	default:
 		if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
@@ -580,8 +607,13 @@ static int sq_commit(struct uroce_qp *qp, uint32_t n)
 		return 0;
 	case IBV_QPS_RTS:
 	case IBV_QPS_SQD:
-		/* Needs the transport (next issue). */
-		return -EOPNOTSUPP;
+		/* IBA 10.8.2: the WQEs join the send queue and the requester runs in the
+		 * caller's thread (no cross-core wakeup on the latency path). */
+		if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+			return -EOPNOTSUPP;   /* UC/UD engines: issue #5 */
+		qp->sq.tail += n;
+		uroce_transport_post(qp);
+		return 0;
 	default:
 		/* Reset, Init, RTR: the send queue is not operational (IBA 10.3.1). */
 		return -EINVAL;
@@ -609,7 +641,7 @@ int uroce_qp_post_send(struct uroce_qp *qp, struct ibv_send_wr *wr, struct ibv_s
 	if (ret)
 		*bad = wr;
 	pthread_mutex_unlock(&qp->sq.lock);
-	pthread_mutex_unlock(&qp->lock);
+	uroce_transport_unlock_qp(qp);
 	return ret;
 }
 
@@ -676,7 +708,7 @@ static int wr_complete(struct ibv_qp_ex *x)
 	qp->wr_pending = 0;
 	qp->wr_err = 0;
 	pthread_mutex_unlock(&qp->sq.lock);
-	pthread_mutex_unlock(&qp->lock);
+	uroce_transport_unlock_qp(qp);
 	return ret;
 }
 
@@ -773,6 +805,11 @@ static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 	if (ret)
 		qpx_priv(x)->wr_err = -ret;
 	w->imm_data = rkey;
+	w->u.bind.mw = mw;
+	w->u.bind.mr = info->mr;
+	w->u.bind.addr = info->addr;
+	w->u.bind.length = info->length;
+	w->u.bind.access = info->mw_access_flags;
 }
 static void wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
 {

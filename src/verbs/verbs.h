@@ -65,11 +65,13 @@ enum {
 	UROCE_MAX_SRQ_SGE = 32,
 	UROCE_MAX_MW = 0x10000,
 	UROCE_MAX_AH = 0x10000,
-	UROCE_MAX_MSG_SZ = 0x800000,     /* 8 MiB, as rxe */
 	UROCE_NUM_PORTS = 1,
 	UROCE_PKEY_DEFAULT = 0xFFFF,
 	UROCE_IB_MTU_OVERHEAD = 80,      /* bytes of netdev MTU not available to the IB MTU */
 };
+
+/* Largest message (IBA 9.7.4.1.x): rxe now advertises 2 GiB; so do we. */
+#define UROCE_MAX_MSG_SZ 0x80000000u
 
 /* ---- a minimal intrusive list ---- */
 struct uroce_list {
@@ -288,6 +290,8 @@ struct uroce_wqe {
 		struct { uint64_t remote_addr; uint32_t rkey; } rdma;
 		struct { uint64_t remote_addr; uint64_t compare_add, swap; uint32_t rkey; } atomic;
 		struct { struct ibv_ah *ah; uint32_t remote_qpn, remote_qkey; } ud;
+		struct { struct ibv_mw *mw; struct ibv_mr *mr; uint64_t addr, length;
+			 uint32_t access; } bind;   /* BIND_MW; the new rkey is in imm_data */
 	} u;
 	uint32_t inline_len;                  /* bytes of inline data after sge[] */
 	uint32_t pad;
@@ -397,6 +401,24 @@ int uroce_ah_destroy(struct uroce_ah *ah);
 /* ibv_init_ah_from_wc's parsing: 0 / -errno. */
 int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct ibv_wc *wc,
 			  const struct ibv_grh *grh, struct ibv_ah_attr *attr);
+
+/* ---- transport hooks (src/transport/engine.c) ----
+ * uroce_transport_qp_modify: called with qp->lock held after the attributes of a
+ *   cur -> next transition were applied; RC: binds the engine at Init -> RTR (starting the
+ *   context's progress thread and data path on first use), loads the requester at RTR ->
+ *   RTS, detaches at Reset.  0 or -errno (the modify then fails).  Without the data path
+ *   linked (no netio), returns 0 and leaves the QP without an engine.
+ * uroce_transport_post: qp->lock and sq.lock held, WQEs already at the tail: runs the
+ *   requester; false when the QP has no engine (the post then fails with EOPNOTSUPP).
+ * uroce_transport_unlock_qp: releases qp->lock and raises an error the engine found.
+ * uroce_transport_poll: drain received packets without blocking (ibv_poll_cq on empty).
+ * uroce_transport_ctx_close: stop the progress thread, close the data path. */
+int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
+void uroce_transport_qp_destroy(struct uroce_qp *qp);
+bool uroce_transport_post(struct uroce_qp *qp);
+void uroce_transport_unlock_qp(struct uroce_qp *qp);
+void uroce_transport_poll(struct uroce_context *ctx);
+void uroce_transport_ctx_close(struct uroce_context *ctx);
 
 /* ---- ops tables (ops.c) ---- */
 void uroce_context_set_ops(struct uroce_context *ctx);

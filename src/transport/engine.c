@@ -1,0 +1,356 @@
+/* engine.c — the per-context transport engine: the progress thread, QP-type dispatch of
+ * received packets, the binding of each QP's engine to netio, and the hooks the verbs
+ * layer calls (verbs.h "transport hooks").
+ *
+ * Progress thread phases (one iteration; docs/transport.md "Threads and progress"):
+ *   1. epoll_wait on { receive socket, timerfd, eventfd doorbell }
+ *   2. drain the receive socket (uroce_netio_poll, budget 64 per call, until empty)
+ *   3. run every QP's due timers (timers.c)
+ *   4. arm the timerfd for the earliest deadline of any QP
+ * Application threads also make progress: post_send runs the requester inline, and
+ * ibv_poll_cq on an empty CQ drains the socket (uroce_transport_poll).
+ *
+ * Locking: the receive path holds ctx->lock (QP lookup; keeps the QP alive against
+ * ibv_destroy_qp, which unlinks it under ctx->lock first) and then qp->lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "transport/netio.h"
+#include "transport/rc.h"
+
+#if !UROCE_HAVE_NETIO
+/* netio.c is not in the tree yet: link without it; the engine then refuses to start
+ * (ENOSYS) and sends stay EOPNOTSUPP, as before the transport existed. */
+#pragma weak uroce_netio_open
+#pragma weak uroce_netio_close
+#pragma weak uroce_netio_fd
+#pragma weak uroce_netio_tx_open
+#pragma weak uroce_netio_tx_close
+#pragma weak uroce_netio_send
+#pragma weak uroce_netio_poll
+#pragma weak uroce_netio_count_misrouted
+#endif
+
+struct uroce_engine {
+	struct uroce_context *ctx;
+	struct uroce_netio *nio;
+	int epfd, tfd, efd;
+	pthread_t thread;
+	atomic_bool stop;
+	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
+};
+
+struct engine_qp {                       /* io.arg of an RC QP bound to netio */
+	struct uroce_engine *eng;
+	struct uroce_netio_tx *tx;
+	struct uroce_netaddr dst;
+};
+
+static void doorbell(struct uroce_engine *eng)
+{
+	uint64_t one = 1;
+
+	if (write(eng->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is already non-zero, the thread will wake. */
+	}
+}
+
+static int rx_one(void *arg, struct uroce_rxpkt *p)
+{
+	struct uroce_engine *eng = arg;
+	struct uroce_context *ctx = eng->ctx;
+	struct uroce_qp *found = NULL;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+
+		if (qp->qpx.qp_base.qp_num == p->pkt.bth.dqpn) {
+			found = qp;
+			break;
+		}
+	}
+	if (!found || !found->transport) {
+		pthread_mutex_unlock(&ctx->lock);
+		uroce_netio_count_misrouted(eng->nio);
+		return 0;
+	}
+	pthread_mutex_lock(&found->lock);
+	/* QP-type dispatch: RC here; UC and UD engines (issue #5) plug in the same way. */
+	switch (found->qpx.qp_base.qp_type) {
+	case IBV_QPT_RC:
+		pthread_mutex_lock(&found->sq.lock);
+		uroce_rc_input(found, &p->pkt);
+		pthread_mutex_unlock(&found->sq.lock);
+		break;
+	default:
+		break;
+	}
+	uroce_rc_unlock_qp(found);
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+static void drain(struct uroce_engine *eng)
+{
+	while (uroce_netio_poll(eng->nio, 64, rx_one, eng) == 64)
+		;
+}
+
+static void run_timers(struct uroce_engine *eng)
+{
+	struct uroce_context *ctx = eng->ctx;
+	uint64_t now = uroce_rc_clock(), next = 0;
+	struct itimerspec its = { 0 };
+
+	pthread_mutex_lock(&ctx->lock);
+	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+		uint64_t d;
+
+		if (!qp->transport)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		d = uroce_rc_next_deadline(qp);
+		if (d && d <= now) {
+			pthread_mutex_lock(&qp->sq.lock);
+			d = uroce_rc_timers_run(qp, now);
+			pthread_mutex_unlock(&qp->sq.lock);
+		}
+		uroce_rc_unlock_qp(qp);
+		if (d && (!next || d < next))
+			next = d;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (next) {
+		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+		its.it_value.tv_nsec = (long)(next % 1000000000ull);
+	}
+	eng->armed = next;
+	timerfd_settime(eng->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void *progress_thread(void *arg)
+{
+	struct uroce_engine *eng = arg;
+	struct epoll_event ev[4];
+
+	while (!atomic_load(&eng->stop)) {
+		int n = epoll_wait(eng->epfd, ev, 4, -1);
+		uint64_t v;
+
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.fd == eng->tfd) {
+				if (read(eng->tfd, &v, sizeof(v)) < 0) {
+					/* spurious: nothing expired */
+				}
+			} else if (ev[i].data.fd == eng->efd) {
+				if (read(eng->efd, &v, sizeof(v)) < 0) {
+					/* already drained */
+				}
+			}
+		}
+		drain(eng);
+		run_timers(eng);
+	}
+	return NULL;
+}
+
+static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
+{
+	struct uroce_engine *eng;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
+	if (!uroce_netio_open)
+		return -ENOSYS;
+	eng = calloc(1, sizeof(*eng));
+	if (!eng)
+		return -ENOMEM;
+	eng->ctx = ctx;
+	eng->epfd = eng->tfd = eng->efd = -1;
+	ret = uroce_netio_open(ctx, &eng->nio);
+	if (ret)
+		goto err;
+	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
+	eng->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	eng->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (eng->epfd < 0 || eng->tfd < 0 || eng->efd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ev.data.fd = uroce_netio_fd(eng->nio);
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+	ev.data.fd = eng->tfd;
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->tfd, &ev);
+	ev.data.fd = eng->efd;
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->efd, &ev);
+	ret = -pthread_create(&eng->thread, NULL, progress_thread, eng);
+	if (ret)
+		goto err;
+	*out = eng;
+	return 0;
+err:
+	if (eng->nio)
+		uroce_netio_close(eng->nio);
+	if (eng->epfd >= 0)
+		close(eng->epfd);
+	if (eng->tfd >= 0)
+		close(eng->tfd);
+	if (eng->efd >= 0)
+		close(eng->efd);
+	free(eng);
+	return ret;
+}
+
+/* ------------------------------------------------------------ io binding */
+
+static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
+{
+	struct engine_qp *eq = arg;
+	struct uroce_txpkt t = { .iov = { { pkt, len } }, .iovcnt = 1, .len = len };
+
+	(void)qp;
+	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
+}
+
+static void eng_timer(void *arg, uint64_t deadline)
+{
+	struct engine_qp *eq = arg;
+
+	/* Wake the thread only when the new deadline is earlier than what it sleeps for. */
+	if (!eq->eng->armed || deadline < eq->eng->armed)
+		doorbell(eq->eng);
+}
+
+static void eng_release(void *arg)
+{
+	struct engine_qp *eq = arg;
+
+	if (eq->tx)
+		uroce_netio_tx_close(eq->tx);
+	free(eq);
+}
+
+/* ------------------------------------------------------------ verbs hooks */
+
+int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
+{
+	struct uroce_context *ctx = qp->uctx;
+	struct uroce_engine *eng = NULL;
+	struct engine_qp *eq;
+	struct uroce_rc_io io = { 0 };
+	union ibv_gid sgid;
+	int ret;
+
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC)
+		return 0;
+	if (next == IBV_QPS_RESET) {
+		uroce_rc_detach(qp);
+		return 0;
+	}
+	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
+		uroce_rc_to_rts(qp);
+		return 0;
+	}
+	if (next != IBV_QPS_RTR || cur != IBV_QPS_INIT || qp->transport)
+		return 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->transport) {
+		ret = engine_start(ctx, &eng);
+		if (ret) {
+			pthread_mutex_unlock(&ctx->lock);
+			return ret == -ENOSYS ? 0 : ret;
+		}
+		ctx->transport = eng;
+	}
+	eng = ctx->transport;
+	pthread_mutex_unlock(&ctx->lock);
+
+	ret = uroce_query_gid(ctx, 1, qp->attr.ah_attr.grh.sgid_index, &sgid, NULL, NULL);
+	if (ret)
+		return ret;
+	eq = calloc(1, sizeof(*eq));
+	if (!eq)
+		return -ENOMEM;
+	eq->eng = eng;
+	memcpy(eq->dst.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
+	eq->dst.port = 4791;
+	ret = uroce_netio_tx_open(eng->nio, sgid.raw, qp->qpx.qp_base.qp_num, &eq->tx);
+	if (ret) {
+		free(eq);
+		return ret;
+	}
+	io.xmit = eng_xmit;
+	io.timer = eng_timer;
+	io.release = eng_release;
+	io.arg = eq;
+	ret = uroce_rc_attach(qp, &io);
+	if (ret)
+		eng_release(eq);
+	return ret;
+}
+
+void uroce_transport_qp_destroy(struct uroce_qp *qp)
+{
+	uroce_rc_detach(qp);
+}
+
+bool uroce_transport_post(struct uroce_qp *qp)
+{
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+		return false;
+	uroce_rc_requester(qp, true);
+	return true;
+}
+
+void uroce_transport_unlock_qp(struct uroce_qp *qp)
+{
+	uroce_rc_unlock_qp(qp);
+}
+
+void uroce_transport_poll(struct uroce_context *ctx)
+{
+	struct uroce_engine *eng = ctx->transport;
+
+	if (eng)
+		uroce_netio_poll(eng->nio, 64, rx_one, eng);
+}
+
+void uroce_transport_ctx_close(struct uroce_context *ctx)
+{
+	struct uroce_engine *eng = ctx->transport;
+
+	if (!eng)
+		return;
+	atomic_store(&eng->stop, true);
+	doorbell(eng);
+	pthread_join(eng->thread, NULL);
+	uroce_netio_close(eng->nio);
+	close(eng->epfd);
+	close(eng->tfd);
+	close(eng->efd);
+	free(eng);
+	ctx->transport = NULL;
+}
+
+int uroce_transport_qp_stats(struct uroce_qp *qp, struct uroce_rc_stats *out)
+{
+	int ret;
+
+	pthread_mutex_lock(&qp->lock);
+	ret = uroce_rc_stats(qp, out);
+	pthread_mutex_unlock(&qp->lock);
+	return ret;
+}

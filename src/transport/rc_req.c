@@ -1,0 +1,358 @@
+/* rc_req.c — the RC requester (IBA 9.7.4): turns send-queue WQEs into request packets.
+ *
+ * States (one step per iteration of the loop in uroce_rc_requester):
+ *   NEXT_WQE      pick the WQE at req_idx; stop when the queue is empty, a fence or the
+ *                 max_rd_atomic credit (IBA 9.7.7.2, 10.8.3.3) holds it back
+ *   LOCAL_OP      LOCAL_INV, BIND_MW: executed here, no packets (IBA 10.6.7, 10.8.2)
+ *   CHECK_WINDOW  at most UROCE_RC_MAX_UNACKED_PSNS PSNs outstanding (rxe's window)
+ *   BUILD         one packet: opcode by message position, the WQE's next PSN (psn.h),
+ *                 AckReq on the last packet and every 64 packets (IBA 9.7.4.1.4, rxe)
+ *   WAIT / DONE   leave the loop (WAIT: something must come back first)
+ *
+ * A WQE's PSNs are assigned when its first packet is built and kept: a retransmission
+ * (uroce_rc_go_back) rebuilds exactly the same packets, so the responder can recognise
+ * duplicates by PSN alone (IBA 9.7.5.1.3).
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "transport/rc.h"
+#include "wire/psn.h"
+
+bool uroce_rc_is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint32_t npkts_for(const struct uroce_rc *rc, uint32_t len)
+{
+	return len ? (len + rc->mtu - 1) / rc->mtu : 1;
+}
+
+/* Opcode of the packet at [off, off + n) of a len-byte SEND/WRITE message (IBA table 43). */
+static uint8_t msg_opcode(const struct uroce_wqe *w, uint32_t off, uint32_t n, uint32_t len)
+{
+	bool first = off == 0, last = off + n >= len;
+
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+		return first && last ? UROCE_OP_SEND_ONLY : first ? UROCE_OP_SEND_FIRST
+		       : last ? UROCE_OP_SEND_LAST : UROCE_OP_SEND_MIDDLE;
+	case IBV_WR_SEND_WITH_IMM:
+		return first && last ? UROCE_OP_SEND_ONLY_IMM : first ? UROCE_OP_SEND_FIRST
+		       : last ? UROCE_OP_SEND_LAST_IMM : UROCE_OP_SEND_MIDDLE;
+	case IBV_WR_SEND_WITH_INV:
+		return first && last ? UROCE_OP_SEND_ONLY_INV : first ? UROCE_OP_SEND_FIRST
+		       : last ? UROCE_OP_SEND_LAST_INV : UROCE_OP_SEND_MIDDLE;
+	case IBV_WR_RDMA_WRITE:
+		return first && last ? UROCE_OP_WRITE_ONLY : first ? UROCE_OP_WRITE_FIRST
+		       : last ? UROCE_OP_WRITE_LAST : UROCE_OP_WRITE_MIDDLE;
+	default: /* IBV_WR_RDMA_WRITE_WITH_IMM */
+		return first && last ? UROCE_OP_WRITE_ONLY_IMM : first ? UROCE_OP_WRITE_FIRST
+		       : last ? UROCE_OP_WRITE_LAST_IMM : UROCE_OP_WRITE_MIDDLE;
+	}
+}
+
+/* End a WQE locally with an error: it completes (in order) with @err's status and the
+ * QP goes to Error. */
+static void local_error(struct uroce_rc *rc, uint32_t idx, enum uroce_rc_err err)
+{
+	struct uroce_rc_swqe *sw = &rc->swqe[idx & (rc->qp->sq.size - 1)];
+
+	sw->done = 1;
+	sw->sent = 1;
+	sw->started = 1;
+	sw->status = uroce_rc_err_table[err].status;
+	if (idx == rc->req_idx)
+		rc->req_idx++;
+	if ((int32_t)(rc->req_idx - rc->sent_idx) > 0)
+		rc->sent_idx = rc->req_idx;
+	uroce_rc_complete_ready(rc->qp);
+	uroce_rc_fail(rc, err);
+}
+
+/* LOCAL_INV and BIND_MW (IBA 10.6.7.2, 10.8.2.x).  Returns the error or NONE. */
+static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
+{
+	struct uroce_qp *qp = rc->qp;
+
+	if (w->opcode == IBV_WR_LOCAL_INV) {
+		struct uroce_mw *mw = uroce_key_lookup(w->imm_data, UROCE_KEY_MW);
+
+		/* Only type 2 windows are invalidated through the send queue (IBA 10.6.7.2.4). */
+		if (!mw || mw->mw.rkey != w->imm_data || mw->mw.type != IBV_MW_TYPE_2 ||
+		    mw->mw.pd != qp->qpx.qp_base.pd)
+			return UROCE_RC_ERR_LOC_QP_OP;
+		if (mw->bound_mr)
+			atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
+		mw->bound_mr = NULL;
+		return UROCE_RC_ERR_NONE;
+	} else {
+		struct uroce_mw *mw = (struct uroce_mw *)w->u.bind.mw;
+		struct ibv_mw_bind_info info = {
+			.mr = w->u.bind.mr, .addr = w->u.bind.addr, .length = w->u.bind.length,
+			.mw_access_flags = w->u.bind.access,
+		};
+
+		if (!mw || mw->mw.pd != qp->qpx.qp_base.pd || uroce_mw_bind_check(mw, &info))
+			return UROCE_RC_ERR_MW_BIND;
+		if (mw->bound_mr)
+			atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
+		mw->bound_mr = NULL;
+		if (info.mr && info.length) {
+			mw->bound_mr = uroce_mr_from_ib(info.mr);
+			atomic_fetch_add(&mw->bound_mr->num_mw, 1);
+			mw->addr = info.addr;
+			mw->length = info.length;
+			mw->access = info.mw_access_flags;
+		}
+		/* Type 2: the consumer chooses the low 8 bits of the new R_Key (IBA 10.6.7.2.2). */
+		if (mw->mw.type == IBV_MW_TYPE_2)
+			mw->mw.rkey = (mw->mw.rkey & ~0xFFu) | (w->imm_data & 0xFFu);
+		return UROCE_RC_ERR_NONE;
+	}
+}
+
+/* Build and send the next packet of WQE @w.  Returns false when the WQE failed. */
+static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw)
+{
+	struct uroce_qp *qp = rc->qp;
+	struct uroce_pkt p = { 0 };
+	uint32_t off = rc->req_off, n = 0, psn;
+	uint8_t *pl;
+	size_t len;
+	bool last;
+
+	if (!sw->started) {
+		sw->len = uroce_rc_wqe_len(qp, w);
+		if (sw->len > UROCE_MAX_MSG_SZ) {
+			local_error(rc, idx, UROCE_RC_ERR_LOC_LEN);
+			return false;
+		}
+		sw->first_psn = rc->req_psn;
+		/* A READ's PSNs are those of its responses (IBA 9.7.4.1.3); an atomic uses one. */
+		sw->last_psn = psn_add(rc->req_psn, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+				       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 0
+				       : npkts_for(rc, sw->len) - 1);
+		sw->read_done = 0;
+		sw->started = 1;
+		sw->done = 0;
+		sw->status = IBV_WC_SUCCESS;
+		if (uroce_rc_is_rd_atomic(w->opcode))
+			rc->rd_atomic++;
+		if (idx == rc->sent_idx)
+			rc->sent_idx = idx + 1;
+	}
+	psn = psn_add(sw->first_psn, off / rc->mtu);
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ:
+		p.bth.opcode = UROCE_OP_READ_REQ;
+		p.reth.va = w->u.rdma.remote_addr + off;
+		p.reth.rkey = w->u.rdma.rkey;
+		p.reth.len = sw->len - off;
+		last = true;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		/* IBA 10.8.3.x: the local buffer of an atomic is exactly 8 bytes. */
+		if (sw->len != 8) {
+			local_error(rc, idx, UROCE_RC_ERR_LOC_LEN);
+			return false;
+		}
+		p.bth.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? UROCE_OP_CMP_SWAP : UROCE_OP_FETCH_ADD;
+		p.atmeth.va = w->u.atomic.remote_addr;
+		p.atmeth.rkey = w->u.atomic.rkey;
+		p.atmeth.swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->u.atomic.swap
+									    : w->u.atomic.compare_add;
+		p.atmeth.compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->u.atomic.compare_add : 0;
+		last = true;
+		break;
+	default:
+		n = sw->len - off;
+		if (n > rc->mtu)
+			n = rc->mtu;
+		p.bth.opcode = msg_opcode(w, off, n, sw->len);
+		last = off + n >= sw->len;
+		if (off == 0 && (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+			p.reth.va = w->u.rdma.remote_addr;
+			p.reth.rkey = w->u.rdma.rkey;
+			p.reth.len = sw->len;
+		}
+		if (last && (w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
+			p.imm = be32toh(w->imm_data);
+		if (last && w->opcode == IBV_WR_SEND_WITH_INV)
+			p.ieth = w->imm_data;
+		/* IBA 9.2.3: Solicited Event on the last packet of a SEND / WRITE with Imm. */
+		if (last && (w->send_flags & IBV_SEND_SOLICITED) && w->opcode != IBV_WR_RDMA_WRITE)
+			p.bth.se = true;
+		break;
+	}
+	p.bth.psn = psn;
+	rc->noack_pkts++;
+	if (last || rc->noack_pkts >= UROCE_RC_MAX_PKT_PER_ACK) {
+		p.bth.ackreq = true;
+		rc->noack_pkts = 0;
+	}
+	len = uroce_rc_build(rc, &p, n, &pl);
+	if (!len) {
+		local_error(rc, idx, UROCE_RC_ERR_LOC_QP_OP);
+		return false;
+	}
+	if (n) {
+		if (w->send_flags & IBV_SEND_INLINE) {
+			memcpy(pl, uroce_rc_wqe_inline(qp, w) + off, n);
+		} else {
+			enum uroce_rc_err e = uroce_rc_sge_copy(qp, w->sge, w->num_sge, off, pl, n, false);
+
+			if (e != UROCE_RC_ERR_NONE) {
+				local_error(rc, idx, e);
+				return false;
+			}
+		}
+	}
+	if (psn_before(psn, rc->high_psn))
+		rc->st.retransmissions++;
+	rc->st.tx_bytes += n;
+	uroce_rc_xmit(rc, rc->scratch, len);
+	if (w->opcode == IBV_WR_RDMA_READ) {
+		rc->req_psn = psn_add(sw->last_psn, 1);
+		rc->req_off = sw->len;
+	} else {
+		rc->req_psn = psn_add(psn, 1);
+		rc->req_off = off + n;
+	}
+	if (!psn_before(rc->req_psn, rc->high_psn))
+		rc->high_psn = rc->req_psn;
+	if (last) {
+		sw->sent = 1;
+		rc->req_idx++;
+		rc->req_off = 0;
+	}
+	if (!rc->t_retrans)
+		uroce_rc_timer_retrans_arm(rc);
+	return true;
+}
+
+void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+	enum uroce_req_state state = UROCE_REQ_NEXT_WQE;
+	struct uroce_wqe *w = NULL;
+	struct uroce_rc_swqe *sw = NULL;
+
+	if (!rc || rc->rnr_wait || rc->pending_err != UROCE_RC_ERR_NONE)
+		return;
+	/* IBA 10.3.1: new WQEs start only in RTS; SQD finishes the ones already started. */
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	if (!sq_locked)
+		pthread_mutex_lock(&qp->sq.lock);
+	while (state != UROCE_REQ_DONE && state != UROCE_REQ_WAIT) {
+		switch (state) {
+		case UROCE_REQ_NEXT_WQE:
+			if (rc->req_idx == qp->sq.tail || rc->pending_err != UROCE_RC_ERR_NONE) {
+				state = UROCE_REQ_DONE;
+				break;
+			}
+			w = uroce_wq_slot(&qp->sq, rc->req_idx);
+			sw = &rc->swqe[rc->req_idx & (qp->sq.size - 1)];
+			if (sw->done && sw->sent) {          /* a local op done before a go-back */
+				rc->req_idx++;
+				break;
+			}
+			if (!sw->started && qp->attr.qp_state == IBV_QPS_SQD) {
+				state = UROCE_REQ_DONE;
+				break;
+			}
+			if (w->opcode == IBV_WR_LOCAL_INV || w->opcode == IBV_WR_BIND_MW) {
+				state = UROCE_REQ_LOCAL_OP;
+				break;
+			}
+			/* IBA 10.8.3.3: a fenced WQE waits for every earlier READ and atomic. */
+			if (!sw->started && (w->send_flags & IBV_SEND_FENCE) && rc->rd_atomic) {
+				state = UROCE_REQ_WAIT;
+				break;
+			}
+			if (!sw->started && uroce_rc_is_rd_atomic(w->opcode) &&
+			    rc->rd_atomic >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1u)) {
+				state = UROCE_REQ_WAIT;
+				break;
+			}
+			state = UROCE_REQ_CHECK_WINDOW;
+			break;
+		case UROCE_REQ_LOCAL_OP: {
+			enum uroce_rc_err e = local_op(rc, w);
+
+			if (e != UROCE_RC_ERR_NONE) {
+				local_error(rc, rc->req_idx, e);
+				state = UROCE_REQ_DONE;
+				break;
+			}
+			sw->started = sw->sent = sw->done = 1;
+			sw->status = IBV_WC_SUCCESS;
+			sw->len = 0;
+			rc->req_idx++;
+			if ((int32_t)(rc->req_idx - rc->sent_idx) > 0)
+				rc->sent_idx = rc->req_idx;
+			uroce_rc_complete_ready(qp);
+			state = UROCE_REQ_NEXT_WQE;
+			break;
+		}
+		case UROCE_REQ_CHECK_WINDOW:
+			state = psn_dist(rc->comp_psn, rc->req_psn) >= UROCE_RC_MAX_UNACKED_PSNS
+				? UROCE_REQ_WAIT : UROCE_REQ_BUILD;
+			break;
+		case UROCE_REQ_BUILD:
+			state = build_one(rc, rc->req_idx, w, sw) ? UROCE_REQ_NEXT_WQE : UROCE_REQ_DONE;
+			break;
+		default:
+			state = UROCE_REQ_DONE;
+			break;
+		}
+	}
+	if (!sq_locked)
+		pthread_mutex_unlock(&qp->sq.lock);
+}
+
+/* Go back to @psn (IBA 9.7.5.2.1 NAK, 9.7.6.1.1 timeout, 9.7.5.2.8 RNR): resume at the
+ * oldest WQE not yet acknowledged, at the packet carrying @psn; later WQEs are resent with
+ * the PSNs they already have. */
+void uroce_rc_go_back(struct uroce_rc *rc, uint32_t psn)
+{
+	struct uroce_qp *qp = rc->qp;
+	uint32_t idx = qp->sq.head;
+
+	while (idx != rc->sent_idx) {
+		struct uroce_rc_swqe *sw = &rc->swqe[idx & (qp->sq.size - 1)];
+
+		if (!sw->done)
+			break;
+		idx++;
+	}
+	for (uint32_t i = idx; i != rc->sent_idx; i++) {
+		struct uroce_rc_swqe *sw = &rc->swqe[i & (qp->sq.size - 1)];
+
+		if (!sw->done)
+			sw->sent = 0;
+	}
+	rc->req_idx = idx;
+	rc->req_off = 0;
+	rc->noack_pkts = 0;
+	rc->req_psn = psn;
+	if (idx != qp->sq.tail) {
+		struct uroce_rc_swqe *sw = &rc->swqe[idx & (qp->sq.size - 1)];
+		struct uroce_wqe *w = uroce_wq_slot(&qp->sq, idx);
+
+		if (sw->started) {
+			if (w->opcode == IBV_WR_RDMA_READ) {
+				rc->req_off = sw->read_done;
+			} else if (!uroce_rc_is_rd_atomic(w->opcode) &&
+				   psn_in_range(psn, sw->first_psn, sw->last_psn)) {
+				rc->req_off = psn_dist(sw->first_psn, psn) * rc->mtu;
+			}
+			rc->req_psn = psn_add(sw->first_psn, rc->req_off / rc->mtu);
+		}
+	}
+	rc->comp_psn = rc->req_psn;
+}

@@ -1,0 +1,110 @@
+/* timers.c — every timer of an RC QP, and nothing else decides when one fires.
+ *
+ *   timer        armed when                                   stopped when                   on expiry
+ *   ----------   ------------------------------------------   ----------------------------   ---------------------------------
+ *   t_retrans    a request packet is sent while none was      every PSN sent is acknowledged  retry_cnt-- (7 = forever, as rxe);
+ *   (local ACK   outstanding; re-armed (pushed back) by each  (comp_psn == req_psn), QP       0 left: RETRY_EXC_ERR; else go back
+ *   timeout,     ACK/response that makes progress             error, detach                   to comp_psn and resend (IBA 9.7.6.1.1)
+ *   IBA 9.7.6.1.1, C9-139) 4.096 us * 2^timeout, floor UROCE_RC_MIN_TIMEOUT_NS; timeout 0 = never
+ *   t_rnr        an RNR NAK is received (IBA 9.7.5.2.8)       it fires; QP error, detach      resend from the NAK's PSN
+ *                for the AETH's timer code (uroce_rnr_timer_usec)
+ *
+ * The responder has no timer: it acknowledges only on AckReq and on duplicates (rxe does
+ * the same; no delayed-ACK timer), so ACK coalescing needs no clock.
+ *
+ * Deadlines are CLOCK_MONOTONIC nanoseconds, 0 = not armed.  The progress thread
+ * (engine.c) sleeps in a timerfd until the earliest deadline of any QP of the context.
+ */
+#include <time.h>
+
+#include "transport/rc.h"
+#include "wire/psn.h"
+
+uint64_t uroce_rc_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t (*uroce_rc_clock)(void) = uroce_rc_now;
+
+/* IBA 9.7.6.1.1: Local ACK Timeout = 4.096 us * 2^timeout; 0 means infinite. */
+static uint64_t retrans_ns(const struct uroce_rc *rc)
+{
+	unsigned t = rc->qp->attr.timeout;
+	uint64_t ns;
+
+	if (!t)
+		return 0;
+	ns = 4096ull << (t > 31 ? 31 : t);
+	return ns < UROCE_RC_MIN_TIMEOUT_NS ? UROCE_RC_MIN_TIMEOUT_NS : ns;
+}
+
+void uroce_rc_timer_retrans_arm(struct uroce_rc *rc)
+{
+	uint64_t ns = retrans_ns(rc);
+
+	rc->t_retrans = ns ? uroce_rc_clock() + ns : 0;
+	if (rc->t_retrans && rc->io.timer)
+		rc->io.timer(rc->io.arg, rc->t_retrans);
+}
+
+void uroce_rc_timer_retrans_stop(struct uroce_rc *rc)
+{
+	rc->t_retrans = 0;
+}
+
+void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code)
+{
+	rc->t_rnr = uroce_rc_clock() + (uint64_t)uroce_rnr_timer_usec(rnr_code) * 1000ull;
+	rc->rnr_wait = true;
+	/* While waiting out the RNR timer the local ACK timer does not run (IBA 9.7.5.2.8). */
+	rc->t_retrans = 0;
+	if (rc->io.timer)
+		rc->io.timer(rc->io.arg, rc->t_rnr);
+}
+
+uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp)
+{
+	const struct uroce_rc *rc = uroce_rc_of(qp);
+	uint64_t d = 0;
+
+	if (!rc)
+		return 0;
+	if (rc->t_retrans)
+		d = rc->t_retrans;
+	if (rc->t_rnr && (!d || rc->t_rnr < d))
+		d = rc->t_rnr;
+	return d;
+}
+
+uint64_t uroce_rc_timers_run(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+
+	if (!rc || (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD))
+		return 0;
+	if (rc->t_rnr && now >= rc->t_rnr) {
+		rc->t_rnr = 0;
+		rc->rnr_wait = false;
+		uroce_rc_go_back(rc, rc->comp_psn);
+		uroce_rc_requester(qp, true);
+	}
+	if (rc->t_retrans && now >= rc->t_retrans) {
+		rc->t_retrans = 0;
+		if (psn_cmp(rc->comp_psn, rc->high_psn) != 0) {
+			rc->st.timeouts++;
+			if (rc->retry_left == 0) {
+				uroce_rc_fail_wqe(rc, UROCE_RC_ERR_RETRY_EXC);
+			} else {
+				if (qp->attr.retry_cnt != 7)
+					rc->retry_left--;
+				uroce_rc_go_back(rc, rc->comp_psn);
+				uroce_rc_requester(qp, true);
+			}
+		}
+	}
+	return uroce_rc_next_deadline(qp);
+}

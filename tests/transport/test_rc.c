@@ -1,0 +1,444 @@
+/* test_rc.c — the RC engine end to end between two QPs on the in-memory wire of
+ * rc_world.h: every work request type, segmentation, PSN wrap, RNR, retry exhaustion
+ * with a bound on the time it takes, remote access errors, and a lossy run
+ * (UROCE_FAULT-style drop/dup/reorder/corrupt) whose every byte and atomic is checked. */
+#include "rc_world.h"
+
+#include <endian.h>
+#include <stdio.h>
+
+#define BUF (4u << 20)
+
+struct mem {
+	uint8_t *a, *b;                /* qp[0]'s and qp[1]'s memory */
+	struct uroce_mr *ma, *mb;
+};
+
+static void mem_init(struct world *w, struct mem *m)
+{
+	unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+
+	m->a = aligned_alloc(4096, BUF);
+	m->b = aligned_alloc(4096, BUF);
+	memset(m->a, 0, BUF);
+	memset(m->b, 0, BUF);
+	CHECK(uroce_mr_reg(w->pd, m->a, BUF, (uintptr_t)m->a, acc, &m->ma) == 0, "reg a");
+	CHECK(uroce_mr_reg(w->pd, m->b, BUF, (uintptr_t)m->b, acc, &m->mb) == 0, "reg b");
+}
+
+static void mem_fini(struct mem *m)
+{
+	uroce_mr_dereg(m->ma);
+	uroce_mr_dereg(m->mb);
+	free(m->a);
+	free(m->b);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
+}
+
+static int post(struct world *w, int i, enum ibv_wr_opcode op, uint64_t wr_id, struct ibv_sge *sg,
+		int nsge, unsigned flags, uint64_t raddr, uint32_t rkey, uint64_t cmp_add, uint64_t swap)
+{
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = sg, .num_sge = nsge, .opcode = op,
+				  .send_flags = flags };
+	struct ibv_send_wr *bad;
+
+	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = cmp_add;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	wr.imm_data = htobe32(0xABCD0000u | (uint32_t)wr_id);
+	return uroce_qp_post_send(w->qp[i], &wr, &bad);
+}
+
+static int post_recv(struct world *w, int i, uint64_t wr_id, struct ibv_sge *sg, int nsge)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sg, .num_sge = nsge };
+	struct ibv_recv_wr *bad;
+
+	if (w->qp[i]->qpx.qp_base.srq)
+		return uroce_srq_post_recv(uroce_srq_from_ib(w->qp[i]->qpx.qp_base.srq), &wr, &bad);
+	return uroce_qp_post_recv(w->qp[i], &wr, &bad);
+}
+
+struct want { int cq; uint32_t n; };
+static bool cq_has(struct world *w, void *arg)
+{
+	struct want *x = arg;
+	struct uroce_cq *cq = w->cq[x->cq];
+
+	return cq->tail - cq->head >= x->n;
+}
+
+/* Run until cq[i] holds a completion, then take it. */
+static bool wait_wc(struct world *w, int i, struct ibv_wc *wc)
+{
+	struct want x = { i, 1 };
+	int r = world_run(w, cq_has, &x, 3600ull * 1000000000ull);
+
+	if (r) {
+		CHECK(0, "world_run: %d waiting for a completion on cq %d", r, i);
+		return false;
+	}
+	return uroce_cq_poll(w->cq[i], 1, wc) == 1;
+}
+
+/* ---- every operation, sizes around the MTU, SGE lists ---- */
+static void test_ops(uint32_t psn0, enum ibv_mtu mtu)
+{
+	static const uint32_t sizes[] = { 0, 1, 1023, 1024, 1025, 4096, 65536, 1048576, 3000000 };
+	struct world_opts o = { .mtu = mtu, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+				.min_rnr_timer = 1, .psn0 = psn0 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint32_t n = sizes[k];
+		struct ibv_sge s = { (uintptr_t)m.a, n, m.ma->mr.lkey };
+		struct ibv_sge r = { (uintptr_t)m.b, BUF, m.mb->mr.lkey };
+
+		fill(m.a, n, k);
+		memset(m.b, 0xEE, n + 16);
+		CHECK(post_recv(&w, 1, 100 + k, &r, 1) == 0, "recv");
+		CHECK(post(&w, 0, k & 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, k, &s, 1, IBV_SEND_SIGNALED,
+			   0, 0, 0, 0) == 0, "send %u", n);
+		CHECK(wait_wc(&w, 1, &wc) && wc.status == IBV_WC_SUCCESS && wc.wr_id == 100 + k &&
+		      wc.byte_len == n && wc.opcode == IBV_WC_RECV, "recv wc %u: %d len %u", n, wc.status,
+		      wc.byte_len);
+		if (k & 1)
+			CHECK((wc.wc_flags & IBV_WC_WITH_IMM) && be32toh(wc.imm_data) == (0xABCD0000u | k),
+			      "imm");
+		CHECK(memcmp(m.a, m.b, n) == 0 && m.b[n] == 0xEE, "send data %u", n);
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.wr_id == k &&
+		      wc.opcode == IBV_WC_SEND, "send wc %u", n);
+
+		/* WRITE and READ of the same size, at an offset. */
+		fill(m.a, n, 77 + k);
+		s.length = n;
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1000 + k, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)m.b + 8, m.mb->mr.rkey, 0, 0) == 0, "write");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE,
+		      "write wc %u: %d", n, wc.status);
+		CHECK(memcmp(m.a, m.b + 8, n) == 0, "write data %u", n);
+		fill(m.b + 8, n, 99 + k);
+		CHECK(post(&w, 0, IBV_WR_RDMA_READ, 2000 + k, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)m.b + 8, m.mb->mr.rkey, 0, 0) == 0, "read");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ &&
+		      wc.byte_len == n, "read wc %u: %d", n, wc.status);
+		CHECK(memcmp(m.a, m.b + 8, n) == 0, "read data %u", n);
+	}
+
+	/* WRITE with immediate consumes a receive WQE and reports the length written. */
+	{
+		struct ibv_sge s = { (uintptr_t)m.a, 5000, m.ma->mr.lkey };
+		struct ibv_sge r = { (uintptr_t)m.b, 16, m.mb->mr.lkey };
+
+		fill(m.a, 5000, 5);
+		CHECK(post_recv(&w, 1, 7, &r, 1) == 0, "recv");
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE_WITH_IMM, 8, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)m.b + 4096, m.mb->mr.rkey, 0, 0) == 0, "write imm");
+		CHECK(wait_wc(&w, 1, &wc) && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.byte_len == 5000 &&
+		      be32toh(wc.imm_data) == 0xABCD0008u, "write imm wc");
+		CHECK(memcmp(m.a, m.b + 4096, 5000) == 0, "write imm data");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS, "write imm send wc");
+	}
+
+	/* Atomics: fetch-and-add, successful and failed compare-and-swap. */
+	{
+		uint64_t *t = (uint64_t *)(void *)(m.b + 64);
+		uint64_t *res = (uint64_t *)(void *)m.a;
+		struct ibv_sge s = { (uintptr_t)m.a, 8, m.ma->mr.lkey };
+
+		*t = 5;
+		CHECK(post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)t, m.mb->mr.rkey, 3, 0) == 0, "fa");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD &&
+		      *res == 5 && *t == 8, "fa result %llu %llu", (unsigned long long)*res,
+		      (unsigned long long)*t);
+		CHECK(post(&w, 0, IBV_WR_ATOMIC_CMP_AND_SWP, 2, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)t, m.mb->mr.rkey, 8, 100) == 0, "cas");
+		CHECK(wait_wc(&w, 0, &wc) && wc.opcode == IBV_WC_COMP_SWAP && *res == 8 && *t == 100, "cas ok");
+		CHECK(post(&w, 0, IBV_WR_ATOMIC_CMP_AND_SWP, 3, &s, 1, IBV_SEND_SIGNALED,
+			   (uintptr_t)t, m.mb->mr.rkey, 1, 200) == 0, "cas");
+		CHECK(wait_wc(&w, 0, &wc) && *res == 100 && *t == 100, "cas mismatch leaves the value");
+	}
+
+	/* Inline data, unsignaled WQEs (no CQE) followed by a signaled one, an SGE list. */
+	{
+		char msg[40] = "inline payload, copied at post time....";
+		struct ibv_sge s = { (uintptr_t)msg, sizeof(msg), 0 };
+		struct ibv_sge r[2] = { { (uintptr_t)m.b, 10, m.mb->mr.lkey },
+					{ (uintptr_t)m.b + 1000, 100, m.mb->mr.lkey } };
+		struct ibv_sge sl[3] = { { (uintptr_t)m.a, 7, m.ma->mr.lkey },
+					 { (uintptr_t)m.a + 100, 13, m.ma->mr.lkey },
+					 { (uintptr_t)m.a + 300, 20, m.ma->mr.lkey } };
+
+		CHECK(post_recv(&w, 1, 1, r, 2) == 0, "recv");
+		CHECK(post(&w, 0, IBV_WR_SEND, 50, &s, 1, IBV_SEND_INLINE, 0, 0, 0, 0) == 0, "inline");
+		memset(msg, 0, sizeof(msg));
+		CHECK(wait_wc(&w, 1, &wc) && wc.byte_len == 40, "inline recv");
+		CHECK(memcmp(m.b, "inline pay", 10) == 0 && memcmp(m.b + 1000, "load, copied", 12) == 0,
+		      "inline data scattered over 2 SGEs");
+		fill(m.a, 400, 3);
+		CHECK(post_recv(&w, 1, 2, r, 2) == 0, "recv");
+		CHECK(post(&w, 0, IBV_WR_SEND, 51, sl, 3, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "sge list");
+		CHECK(wait_wc(&w, 1, &wc) && wc.byte_len == 40, "sge recv");
+		CHECK(memcmp(m.b, m.a, 7) == 0 && memcmp(m.b + 7, m.a + 100, 3) == 0 &&
+		      memcmp(m.b + 1000, m.a + 103, 10) == 0 && memcmp(m.b + 1010, m.a + 300, 20) == 0,
+		      "gathered and scattered");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 51, "only the signaled WQE completes");
+	}
+	mem_fini(&m);
+	world_fini(&w);
+}
+
+/* ---- RNR: NAK with our timer code; recovery; exhaustion ---- */
+static void test_rnr(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 2, .min_rnr_timer = 12 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_rc_stats st;
+	struct ibv_sge s;
+	uint64_t t0;
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
+	t0 = vnow;
+	CHECK(post(&w, 0, IBV_WR_SEND, 1, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(post(&w, 0, IBV_WR_SEND, 2, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 1 && wc.status == IBV_WC_RNR_RETRY_EXC_ERR,
+	      "RNR_RETRY_EXC_ERR: %d", wc.status);
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 2 && wc.status == IBV_WC_WR_FLUSH_ERR, "flushed");
+	uroce_rc_stats(w.qp[0], &st);
+	/* rnr_retry = 2: the first try and two retries each got an RNR NAK; code 12 = 640 us. */
+	CHECK(st.rnr_naks_rx == 3, "rnr naks %llu", (unsigned long long)st.rnr_naks_rx);
+	CHECK(vnow - t0 >= 2 * 640000ull && vnow - t0 < 3 * 640000ull, "waited %llu ns",
+	      (unsigned long long)(vnow - t0));
+	CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR, "QP in error");
+	mem_fini(&m);
+	world_fini(&w);
+
+	/* rnr_retry = 7 is forever: the receive posted late is used. */
+	o.rnr_retry = 7;
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
+	CHECK(post(&w, 0, IBV_WR_SEND, 1, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	for (int i = 0; i < 20; i++) {
+		struct want x = { 0, 1 };
+
+		/* advance through 20 RNR rounds: nothing completes */
+		CHECK(world_run(&w, cq_has, &x, 640000ull) == -ETIMEDOUT, "no completion while RNR");
+	}
+	{
+		struct ibv_sge r = { (uintptr_t)m.b, 4096, m.mb->mr.lkey };
+
+		CHECK(post_recv(&w, 1, 9, &r, 1) == 0, "recv");
+	}
+	CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS, "completes after the receive: %d",
+	      wc.status);
+	CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 9, "received");
+	uroce_rc_stats(w.qp[1], &st);
+	CHECK(st.rnr_naks_tx >= 20, "rnr naks sent %llu", (unsigned long long)st.rnr_naks_tx);
+	mem_fini(&m);
+	world_fini(&w);
+}
+
+/* ---- dead peer: RETRY_EXC_ERR within (retry_cnt + 1) local ACK timeouts ---- */
+static void test_dead_peer(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 3, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	struct ibv_async_event ev;
+	uint64_t t0, per = 4096ull << 14;  /* 67.1 ms */
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 10000, m.ma->mr.lkey };
+	w.lost_to = 1u << 1;
+	t0 = vnow;
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+		   m.mb->mr.rkey, 0, 0) == 0, "write");
+	CHECK(post(&w, 0, IBV_WR_SEND, 2, &s, 1, 0, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 1 && wc.status == IBV_WC_RETRY_EXC_ERR,
+	      "RETRY_EXC_ERR: %d", wc.status);
+	/* IBA 9.7.6.1.1: the first attempt and retry_cnt retries each wait one timeout. */
+	CHECK(vnow - t0 >= 4 * per && vnow - t0 <= 4 * per + per / 10, "took %llu ns, bound %llu",
+	      (unsigned long long)(vnow - t0), (unsigned long long)(4 * per));
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 2 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "unsignaled WQE still completes with the flush error");
+	CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR, "QP in error");
+	CHECK(uroce_async_event_get(w.ctx, &ev) == 0 && ev.event_type == IBV_EVENT_QP_FATAL,
+	      "async QP_FATAL");
+	mem_fini(&m);
+	world_fini(&w);
+}
+
+/* ---- remote access errors: NAK, REM_ACCESS_ERR, both QPs in error ---- */
+static void test_access(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_rc_stats st;
+
+	for (int k = 0; k < 3; k++) {
+		struct ibv_sge s;
+
+		world_init(&w, &o, NULL);
+		mem_init(&w, &m);
+		s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
+		if (k == 0)      /* unknown rkey */
+			post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+			     m.mb->mr.rkey ^ 0x100, 0, 0);
+		else if (k == 1) /* beyond the region */
+			post(&w, 0, IBV_WR_RDMA_READ, 1, &s, 1, IBV_SEND_SIGNALED,
+			     (uintptr_t)m.b + BUF - 50, m.mb->mr.rkey, 0, 0);
+		else             /* the QP does not allow remote atomics */
+			(w.qp[1]->attr.qp_access_flags &= ~(unsigned)IBV_ACCESS_REMOTE_ATOMIC),
+			(s.length = 8),
+			post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, &s, 1, IBV_SEND_SIGNALED,
+			     (uintptr_t)m.b, m.mb->mr.rkey, 1, 0);
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_REM_ACCESS_ERR, "case %d: %d", k, wc.status);
+		uroce_rc_stats(w.qp[1], &st);
+		CHECK(st.naks_tx[UROCE_NAK_REMOTE_ACCESS] == 1, "one remote access NAK");
+		CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
+		      "both in error");
+		mem_fini(&m);
+		world_fini(&w);
+	}
+}
+
+/* ---- lossy wire: every byte and every atomic checked ---- */
+static void test_lossy(const char *fault, size_t total, unsigned natomics)
+{
+	struct world_opts o = { .timeout = 10, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 1,
+				.psn0 = 0xFFF000, .max_rd_atomic = 8 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_rc_stats s0, s1;
+	const uint32_t chunk = 256 * 1024;
+	size_t moved[3] = { 0, 0, 0 };
+	uint64_t *ctr, *cas;
+
+	world_init(&w, &o, fault);
+	mem_init(&w, &m);
+	for (int op = 0; op < 3; op++) {
+		for (size_t done = 0; done < total; done += 4 * chunk) {
+			/* 4 messages in flight, each to/from its own quarter of the buffers. */
+			for (uint32_t q = 0; q < 4; q++) {
+				struct ibv_sge s = { (uintptr_t)m.a + q * chunk, chunk, m.ma->mr.lkey };
+				struct ibv_sge r = { (uintptr_t)m.b + q * chunk, chunk, m.mb->mr.lkey };
+
+				fill(op == 2 ? m.b + q * chunk : m.a + q * chunk, chunk,
+				     (uint32_t)(done / chunk + q + op * 7919));
+				if (op == 0) {
+					CHECK(post_recv(&w, 1, q, &r, 1) == 0, "recv");
+					CHECK(post(&w, 0, IBV_WR_SEND, q, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+				} else {
+					CHECK(post(&w, 0, op == 1 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ, q, &s, 1,
+						   IBV_SEND_SIGNALED, r.addr, m.mb->mr.rkey, 0, 0) == 0, "rdma");
+				}
+			}
+			for (uint32_t q = 0; q < 4; q++) {
+				CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.wr_id == q,
+				      "op %d wc %u: %d", op, q, wc.status);
+				if (op == 0)
+					CHECK(wait_wc(&w, 1, &wc) && wc.status == IBV_WC_SUCCESS && wc.byte_len == chunk,
+					      "recv wc");
+			}
+			if (memcmp(m.a, m.b, 4 * chunk) != 0)
+				CHECK(0, "op %d: data differs at %zu", op, done);
+			else
+				moved[op] += 4 * chunk;
+		}
+	}
+	/* Atomics: a counter incremented natomics times, and a CAS chain where each step
+	 * only succeeds if no earlier one ran twice. */
+	ctr = (uint64_t *)(void *)(m.b + BUF - 64);
+	cas = (uint64_t *)(void *)(m.b + BUF - 32);
+	*ctr = 0;
+	*cas = 0;
+	for (unsigned i = 0; i < natomics; i += 8) {
+		for (unsigned j = 0; j < 8; j++) {
+			struct ibv_sge s = { (uintptr_t)m.a + 8 * j, 8, m.ma->mr.lkey };
+
+			if (j & 1)
+				post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, j, &s, 1, IBV_SEND_SIGNALED,
+				     (uintptr_t)ctr, m.mb->mr.rkey, 1, 0);
+			else
+				post(&w, 0, IBV_WR_ATOMIC_CMP_AND_SWP, j, &s, 1, IBV_SEND_SIGNALED,
+				     (uintptr_t)cas, m.mb->mr.rkey, i / 2 + j / 2, i / 2 + j / 2 + 1);
+		}
+		for (unsigned j = 0; j < 8; j++) {
+			uint64_t orig;
+
+			CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS, "atomic wc %d", wc.status);
+			memcpy(&orig, m.a + 8 * wc.wr_id, 8);
+			if (wc.wr_id & 1)
+				CHECK(orig == i / 2 + wc.wr_id / 2, "fetch-add saw %llu at step %u",
+				      (unsigned long long)orig, i);
+			else
+				CHECK(orig == i / 2 + wc.wr_id / 2, "cas saw %llu at step %u",
+				      (unsigned long long)orig, i);
+		}
+	}
+	CHECK(*ctr == natomics / 2 && *cas == natomics / 2, "atomics ran once each: %llu %llu",
+	      (unsigned long long)*ctr, (unsigned long long)*cas);
+	uroce_rc_stats(w.qp[0], &s0);
+	uroce_rc_stats(w.qp[1], &s1);
+	printf("lossy(%s): moved send %zu write %zu read %zu bytes, %u atomics; wire: dropped %llu, "
+	       "dup %llu, reordered %llu, ICRC-rejected %llu; requester: retransmitted %llu, "
+	       "timeouts %llu, seq NAKs %llu; responder: duplicates %llu, atomic replays %llu, "
+	       "read replays %llu\n", fault ? fault : "none", moved[0], moved[1], moved[2], natomics,
+	       (unsigned long long)w.fault_drops, (unsigned long long)w.fault_dups,
+	       (unsigned long long)w.fault_reorders, (unsigned long long)w.icrc_drops,
+	       (unsigned long long)s0.retransmissions, (unsigned long long)s0.timeouts,
+	       (unsigned long long)s0.seq_naks_rx, (unsigned long long)s1.dup_requests,
+	       (unsigned long long)s1.atomic_replays, (unsigned long long)s1.read_replays);
+	if (fault) {
+		CHECK(s0.retransmissions > 0 && w.icrc_drops > 0 && s1.dup_requests > 0,
+		      "recovery visible in the counters");
+		CHECK(s1.atomic_replays > 0, "some atomic was answered from the replay cache");
+	}
+	mem_fini(&m);
+	world_fini(&w);
+}
+
+int main(int argc, char **argv)
+{
+	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
+
+	test_ops(0, IBV_MTU_1024);
+	test_ops(0xFFFFF0, IBV_MTU_4096);     /* PSN wrap inside a message */
+	test_ops(0x7FFFFF, IBV_MTU_256);
+	test_rnr();
+	test_dead_peer();
+	test_access();
+	test_lossy(NULL, 4u << 20, 1000);
+	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
+	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
+	return check_summary();
+}
