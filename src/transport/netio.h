@@ -92,10 +92,22 @@ struct uroce_netio_stats {
 	uint64_t rx_drop[UROCE_RX_NUM];      /* by validation reason (ICRC included) */
 	uint64_t rx_misrouted;               /* for a QPN this process does not own */
 	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
+	/* Added with netio.c (after the fields above, which keep their meaning): */
+	uint64_t tx_gso_sends;               /* sendmsg calls that carried > 1 packet (UDP_SEGMENT) */
+	uint64_t tx_short;                   /* sends cut short by a full socket buffer (EAGAIN/ENOBUFS) */
+	uint64_t rx_gro_datagrams;           /* datagrams the kernel coalesced (UDP_GRO), split here */
+	uint64_t rx_truncated;               /* datagrams larger than the receive buffer (not RoCE) */
 };
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
 /* The transport found no QP of this process for a valid packet's destination QPN (a
  * steering change in flight, or a stale peer): counted here with the other drops. */
 void uroce_netio_count_misrouted(struct uroce_netio *nio);
+
+/* Added with netio.c: the ICRC (RoCEv2 A17.3.3) of a packet of @len bytes held in @iovcnt
+ * pieces (the last UROCE_ICRC_LEN bytes, the ICRC slot, are not read), sent with IPv4
+ * Identification @ip_id (ignored for IPv6).  Equal to uroce_icrc_compute() for ip_id 0 and a
+ * single piece.  Returns 0 for a packet shorter than BTH + ICRC.  Pure; never fails. */
+uint32_t uroce_netio_icrc(const struct uroce_icrc_addr *a, uint16_t ip_id,
+			  const struct iovec *iov, unsigned iovcnt, size_t len);
 
 #endif

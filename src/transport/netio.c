@@ -1,0 +1,865 @@
+/* netio.c — the data path's sockets (netio.h, docs/netio.md, docs/transport.md "Sockets").
+ *
+ * Receive: the context's member of the device's SO_REUSEPORT group on UDP 4791, from uroced
+ * (uroce_ipc_rx_socket).  The daemon keeps its own copy of that descriptor (it drains the
+ * socket when our connection goes), so the file status flags are shared: we never set
+ * O_NONBLOCK and read with MSG_DONTWAIT instead.  Datagrams are read in batches
+ * (recvmmsg); with UDP_GRO the kernel may hand over several equal-size datagrams of one
+ * flow as one buffer plus their size (cmsg UDP_GRO), which is split back here — each
+ * segment is a complete RoCEv2 packet with its own ICRC.
+ *
+ * Send: one unconnected UDP socket per QP, bound to the source GID's address and the QP's
+ * source port.  Runs of equal-size packets to one destination go out in one sendmsg with
+ * UDP_SEGMENT (GSO); the last of a run may be shorter.  Linux numbers the IPv4
+ * Identification of the segments of one GSO send 0, 1, 2, ... (unconnected, DF), so segment
+ * k's ICRC is computed for ID k (netio_icrc.c).
+ *
+ * Counters: atomics (relaxed).  The ones `uroce stat` shows live in the shared-memory block
+ * registered with uroced (docs/daemon.md "Data-path counters"); the rest (drops by reason)
+ * in the netio object.  Every datagram read is counted exactly once: as received (valid),
+ * or as a drop under one reason.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "transport/fault.h"
+#include "transport/netio.h"
+#include "verbs/verbs.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define ROCE_PORT 4791
+#define SPORT_BASE 0xC000u
+#define RX_BATCH 16                  /* datagrams per recvmmsg */
+#define RX_BUF_GRO 65536             /* a coalesced datagram is at most 64 KiB */
+#define RX_BUF_PLAIN 9216            /* largest RoCE packet (4096 MTU) fits; jumbo too */
+#define SOCK_BUF (4 << 20)           /* asked for; the kernel caps at [rw]mem_max */
+#define GSO_MAX_SEGS 64              /* UDP_MAX_SEGMENTS of older kernels (newer: 128) */
+#define GSO_MAX_BYTES 65000          /* under 64 KiB - IP/UDP headers, either family */
+#define TX_BATCH 64                  /* packets per sendmmsg in the fallback path */
+
+/* ---------------------------------------------------------------- counters */
+
+/* Published in the shared block (names as `uroce stat` prints them), in this order. */
+#define NETIO_PUB_COUNTERS(X)                                                           \
+	X(TX_PACKETS, "tx_packets")                                                     \
+	X(TX_BYTES, "tx_bytes")                                                         \
+	X(TX_ERRORS, "tx_errors")                                                       \
+	X(TX_GSO, "tx_gso_sends")                                                       \
+	X(TX_SHORT, "tx_short")                                                         \
+	X(RX_PACKETS, "rx_packets")                                                     \
+	X(RX_BYTES, "rx_bytes")                                                         \
+	X(RX_DROPS, "rx_drops")                                                         \
+	X(RX_BAD_ICRC, "rx_bad_icrc")                                                   \
+	X(RX_MISROUTED, "rx_misrouted")                                                 \
+	X(RX_GRO, "rx_gro_datagrams")                                                   \
+	X(RX_TRUNC, "rx_truncated")                                                     \
+	X(FAULT_DROP, "fault_drop")                                                     \
+	X(FAULT_DUP, "fault_dup")                                                       \
+	X(FAULT_REORDER, "fault_reorder")                                               \
+	X(FAULT_CORRUPT, "fault_corrupt")
+
+enum netio_ctr {
+#define X(n, s) C_##n,
+	NETIO_PUB_COUNTERS(X)
+#undef X
+	C_NUM
+};
+
+static const char *const netio_ctr_names[C_NUM] = {
+#define X(n, s) s,
+	NETIO_PUB_COUNTERS(X)
+#undef X
+};
+
+_Static_assert(C_NUM <= UROCE_CNT_MAX, "the shared block holds at most UROCE_CNT_MAX counters");
+
+/* ---------------------------------------------------------------- objects */
+
+struct uroce_netio {
+	struct uroce_context *ctx;
+	int fd;
+	uint32_t ifindex;                  /* for IPv6 link-local scope */
+	bool gro;                          /* UDP_GRO enabled on the receive socket */
+	bool gso;                          /* use UDP_SEGMENT on send (UROCE_NETIO_GSO=0: off) */
+
+	pthread_mutex_t rx_lock;           /* try-locked by uroce_netio_poll */
+	size_t rx_buf_size;
+	uint8_t *rx_bufs;                  /* RX_BATCH * rx_buf_size */
+	struct mmsghdr rx_msgs[RX_BATCH];
+	struct iovec rx_iov[RX_BATCH];
+	struct sockaddr_in6 rx_names[RX_BATCH];
+	_Alignas(struct cmsghdr) uint8_t rx_cmsg[RX_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) * 3];
+
+	pthread_mutex_t fault_lock;        /* the decision sequence is per context */
+	struct uroce_fault fault;
+
+	struct uroce_counters *cnt;        /* registered with uroced; NULL if that failed */
+	uint64_t own[C_NUM];               /* used when there is no shared block */
+	uint64_t *c;                       /* the C_* counters: cnt's or own */
+	uint64_t rx_drop[UROCE_RX_NUM];    /* by reason (not published: too many names) */
+};
+
+struct uroce_netio_tx {
+	struct uroce_netio *nio;
+	int fd;
+	int family;                        /* AF_INET (IPv4-mapped GID) or AF_INET6 */
+	uint8_t sgid[16];
+	uint16_t sport;
+	bool gso;                          /* cleared when the kernel refuses UDP_SEGMENT */
+
+	/* Fault injection (only allocated when UROCE_FAULT is set). */
+	uint8_t *scratch;                  /* a corrupted copy; never the caller's memory */
+	uint8_t *held;                     /* reorder: a packet to send after the next one */
+	size_t held_len;
+	struct uroce_netaddr held_dst;
+	bool has_held;
+};
+
+static inline void ctr_add(struct uroce_netio *nio, enum netio_ctr i, uint64_t v)
+{
+	__atomic_fetch_add(&nio->c[i], v, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t ctr_get(const struct uroce_netio *nio, enum netio_ctr i)
+{
+	return __atomic_load_n(&nio->c[i], __ATOMIC_RELAXED);
+}
+
+static bool gid_is_v4mapped(const uint8_t gid[16])
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF };
+
+	return !memcmp(gid, prefix, sizeof(prefix));
+}
+
+static bool gid_is_linklocal(const uint8_t gid[16])
+{
+	return gid[0] == 0xFE && (gid[1] & 0xC0) == 0x80;
+}
+
+static bool env_off(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"));
+}
+
+/* ---------------------------------------------------------------- open / close */
+
+static void setup_counters(struct uroce_netio *nio, struct uroce_context *ctx)
+{
+	uint64_t *block;
+
+	nio->c = nio->own;
+	if (!ctx->ipc || uroce_counters_create(netio_ctr_names, C_NUM, NULL, 0, 0, &nio->cnt))
+		return;
+	/* Without the daemon seeing it, the block is only overhead; keep counting privately.
+	 * A registration failure is not an error of the data path. */
+	if (uroce_ipc_counters_register(ctx->ipc, ctx->dev->ibdev.name, nio->cnt)) {
+		uroce_counters_destroy(nio->cnt);
+		nio->cnt = NULL;
+		return;
+	}
+	block = uroce_counters_ctx(nio->cnt);
+	if (block)
+		nio->c = block;
+}
+
+int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
+{
+	struct uroce_netio *nio;
+	char err[128];
+	int one = 1, buf = SOCK_BUF, ret;
+
+	if (!ctx || !out || !ctx->dev)
+		return -EINVAL;
+	if (!ctx->ipc)
+		return -ENOTCONN;
+	nio = calloc(1, sizeof(*nio));
+	if (!nio)
+		return -ENOMEM;
+	nio->ctx = ctx;
+	nio->fd = -1;
+	pthread_mutex_init(&nio->rx_lock, NULL);
+	pthread_mutex_init(&nio->fault_lock, NULL);
+	pthread_mutex_lock(&ctx->dev->info_lock);
+	nio->ifindex = ctx->dev->info.ifindex;
+	pthread_mutex_unlock(&ctx->dev->info_lock);
+
+	ret = uroce_fault_parse(&nio->fault, getenv(UROCE_FAULT_ENV), err, sizeof(err));
+	if (ret) {
+		/* A typo in a test's fault spec must not silently test nothing. */
+		fprintf(stderr, "uroce: %s: %s\n", UROCE_FAULT_ENV, err);
+		goto fail;
+	}
+	nio->gso = !env_off("UROCE_NETIO_GSO");
+
+	ret = uroce_ipc_rx_socket(ctx->ipc, ctx->dev->ibdev.name, &nio->fd);
+	if (ret)
+		goto fail;
+	/* Options live on the socket, which the daemon also holds; all of them are harmless
+	 * for its draining (and the next client sets them again). */
+	if (setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* TOS and TTL of IPv4 packets, for the UD GRH area (the IP header as sent).  These
+	 * SOL_IP options apply to IPv4 datagrams received on a dual-stack socket. */
+	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	if (setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	nio->gro = !env_off("UROCE_NETIO_GRO") &&
+		   setsockopt(nio->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	nio->rx_buf_size = nio->gro ? RX_BUF_GRO : RX_BUF_PLAIN;
+	nio->rx_bufs = malloc(RX_BATCH * nio->rx_buf_size);
+	if (!nio->rx_bufs) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	setup_counters(nio, ctx);
+	*out = nio;
+	return 0;
+fail:
+	if (nio->fd >= 0)
+		close(nio->fd);
+	pthread_mutex_destroy(&nio->rx_lock);
+	pthread_mutex_destroy(&nio->fault_lock);
+	free(nio);
+	return ret;
+}
+
+void uroce_netio_close(struct uroce_netio *nio)
+{
+	if (!nio)
+		return;
+	if (nio->fd >= 0)
+		close(nio->fd);
+	/* The daemon keeps the block mapped until the connection closes; our mapping goes. */
+	if (nio->cnt)
+		uroce_counters_destroy(nio->cnt);
+	free(nio->rx_bufs);
+	pthread_mutex_destroy(&nio->rx_lock);
+	pthread_mutex_destroy(&nio->fault_lock);
+	free(nio);
+}
+
+int uroce_netio_fd(const struct uroce_netio *nio)
+{
+	return nio ? nio->fd : -1;
+}
+
+/* ---------------------------------------------------------------- send sockets */
+
+/* Soft-RoCE's range (0xC000-0xFFFF), spread by a hash of the QPN so that ECMP and RSS see
+ * different flows for different QPs. */
+static uint16_t sport_for(uint32_t qpn)
+{
+	uint32_t h = qpn * 0x9E3779B1u;  /* Fibonacci hashing: the top bits mix all of qpn */
+
+	return (uint16_t)(SPORT_BASE | (h >> 18));
+}
+
+static void to_sockaddr(const uint8_t gid[16], uint16_t port, uint32_t ifindex,
+			struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (gid_is_v4mapped(gid)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, gid + 12, 4);
+		*len = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, gid, 16);
+		if (gid_is_linklocal(gid))
+			s6->sin6_scope_id = ifindex;
+		*len = sizeof(*s6);
+	}
+}
+
+int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
+			struct uroce_netio_tx **out)
+{
+	/* A socket that is never meant to receive: this filter rejects every datagram, so
+	 * nothing queues up on it (and a process that joins its port's reuseport group by
+	 * binding the same address and port with SO_REUSEPORT under our uid loses the share
+	 * the kernel hashes here — nothing of uroce is ever sent to these ports). */
+	static struct sock_filter drop_all[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
+	struct sock_fprog prog = { .len = 1, .filter = drop_all };
+	struct uroce_netio_tx *tx;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1, pmtu, buf = SOCK_BUF, ret;
+
+	if (!nio || !sgid || !out)
+		return -EINVAL;
+	tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -ENOMEM;
+	tx->nio = nio;
+	memcpy(tx->sgid, sgid, 16);
+	tx->sport = sport_for(qpn);
+	tx->gso = nio->gso;
+	tx->family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
+	tx->fd = socket(tx->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+	if (tx->fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (tx->family == AF_INET6 &&
+	    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* Two QPs whose QPNs hash to the same port share it. */
+	if (setsockopt(tx->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+	    setsockopt(tx->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* DF set and never fragment locally: IPv4 packets of an unconnected socket then carry
+	 * Identification 0, which is what the ICRC was computed with (docs/wire.md). */
+	if (tx->family == AF_INET) {
+		pmtu = IP_PMTUDISC_DO;
+		ret = setsockopt(tx->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	} else {
+		pmtu = IPV6_PMTUDISC_DO;
+		ret = setsockopt(tx->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	}
+	if (ret < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	to_sockaddr(sgid, tx->sport, nio->ifindex, &ss, &sl);
+	if (bind(tx->fd, (struct sockaddr *)&ss, sl) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (nio->fault.enabled) {
+		tx->scratch = malloc(RX_BUF_GRO);
+		tx->held = malloc(RX_BUF_GRO);
+		if (!tx->scratch || !tx->held) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	*out = tx;
+	return 0;
+fail:
+	if (tx->fd >= 0)
+		close(tx->fd);
+	free(tx->scratch);
+	free(tx->held);
+	free(tx);
+	return ret;
+}
+
+void uroce_netio_tx_close(struct uroce_netio_tx *tx)
+{
+	if (!tx)
+		return;
+	close(tx->fd);
+	free(tx->scratch);
+	free(tx->held);  /* a packet still held back for reordering is lost, like a drop */
+	free(tx);
+}
+
+/* ---------------------------------------------------------------- send */
+
+static void icrc_addr_for(const struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
+			  struct uroce_icrc_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->family = tx->family;
+	if (tx->family == AF_INET) {
+		memcpy(&a->src.v4, tx->sgid + 12, 4);
+		memcpy(&a->dst.v4, dst->gid + 12, 4);
+	} else {
+		memcpy(&a->src.v6, tx->sgid, 16);
+		memcpy(&a->dst.v6, dst->gid, 16);
+	}
+	a->sport = tx->sport;
+	a->dport = dst->port;
+}
+
+/* The ICRC slot: the last UROCE_ICRC_LEN bytes of the packet, which may straddle the
+ * last pieces (the contract says "of the last piece"; a short last piece is handled). */
+static void put_icrc(struct uroce_txpkt *p, uint32_t icrc)
+{
+	uint8_t v[UROCE_ICRC_LEN];
+	size_t need = UROCE_ICRC_LEN;
+
+	uroce_put_le32(v, icrc);
+	for (unsigned i = p->iovcnt; i-- > 0 && need;) {
+		size_t k = p->iov[i].iov_len < need ? p->iov[i].iov_len : need;
+
+		memcpy((uint8_t *)p->iov[i].iov_base + p->iov[i].iov_len - k, v + need - k, k);
+		need -= k;
+	}
+}
+
+static void gather(const struct uroce_txpkt *p, uint8_t *dst)
+{
+	size_t off = 0;
+
+	for (unsigned i = 0; i < p->iovcnt; i++) {
+		memcpy(dst + off, p->iov[i].iov_base, p->iov[i].iov_len);
+		off += p->iov[i].iov_len;
+	}
+}
+
+/* Errors that mean "the network dropped it" for the transport (which retransmits): count,
+ * consider the packet gone.  EAGAIN/ENOBUFS stop the send with a short count instead. */
+static bool tx_err_is_loss(int e)
+{
+	switch (e) {
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+	case ENETDOWN:
+	case EHOSTDOWN:
+	case ECONNREFUSED:
+	case EMSGSIZE:
+	case EPERM:       /* a firewall rule */
+	case EADDRNOTAVAIL: /* the source address went away */
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool tx_err_is_full(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS;
+}
+
+/* One sendmsg of @cnt packets (iovs concatenated), GSO at @seg when cnt > 1.
+ * Returns 0 (sent or lost), -EAGAIN (full), or another -errno. */
+static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
+		    struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes, uint16_t seg)
+{
+	struct uroce_netio *nio = tx->nio;
+	struct sockaddr_storage ss;
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = { 0 };
+	ssize_t r;
+
+	to_sockaddr(dst->gid, dst->port, nio->ifindex, &ss, &m.msg_namelen);
+	m.msg_name = &ss;
+	m.msg_iov = iov;
+	m.msg_iovlen = iovcnt;
+	if (cnt > 1) {
+		struct cmsghdr *c;
+
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = IPPROTO_UDP;
+		c->cmsg_type = UDP_SEGMENT;
+		c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	}
+	r = sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (r >= 0) {
+		ctr_add(nio, C_TX_PACKETS, cnt);
+		ctr_add(nio, C_TX_BYTES, bytes);
+		if (cnt > 1)
+			ctr_add(nio, C_TX_GSO, 1);
+		return 0;
+	}
+	if (tx_err_is_full(errno)) {
+		ctr_add(nio, C_TX_SHORT, 1);
+		return -EAGAIN;
+	}
+	if (tx_err_is_loss(errno)) {
+		ctr_add(nio, C_TX_ERRORS, cnt);
+		return 0;
+	}
+	return -errno;
+}
+
+/* One packet through fault injection.  The ICRC is already in place (so a corrupted copy
+ * is one whose ICRC no longer matches).  Returns 0 or -EAGAIN / -errno from the send. */
+static int send_one_fault(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
+			  struct uroce_txpkt *p)
+{
+	struct uroce_netio *nio = tx->nio;
+	struct uroce_fault_action a;
+	struct iovec iov[4];
+	unsigned iovcnt = p->iovcnt;
+	int ret;
+
+	pthread_mutex_lock(&nio->fault_lock);
+	a = uroce_fault_decide(&nio->fault, p->len);
+	pthread_mutex_unlock(&nio->fault_lock);
+
+	if (a.flags & UROCE_FAULT_DROP) {
+		ctr_add(nio, C_FAULT_DROP, 1);
+		return 0;
+	}
+	memcpy(iov, p->iov, sizeof(iov));
+	if (a.flags & UROCE_FAULT_CORRUPT) {
+		/* Never the caller's memory: the pieces may be the application's buffers. */
+		gather(p, tx->scratch);
+		uroce_fault_corrupt(tx->scratch, p->len, &a);
+		iov[0].iov_base = tx->scratch;
+		iov[0].iov_len = p->len;
+		iovcnt = 1;
+		ctr_add(nio, C_FAULT_CORRUPT, 1);
+	}
+	if (a.flags & UROCE_FAULT_REORDER) {
+		if (tx->has_held) {
+			/* Still holding an earlier one: send that first (it is overtaken by
+			 * nothing), then hold this one. */
+			struct iovec h = { tx->held, tx->held_len };
+
+			ret = send_iov(tx, &tx->held_dst, &h, 1, 1, tx->held_len, 0);
+			if (ret)
+				return ret;
+			tx->has_held = false;
+		}
+		/* Copy: the caller reuses its buffers once we return. */
+		{
+			size_t off = 0;
+
+			for (unsigned i = 0; i < iovcnt; i++) {
+				memcpy(tx->held + off, iov[i].iov_base, iov[i].iov_len);
+				off += iov[i].iov_len;
+			}
+		}
+		tx->held_len = p->len;
+		tx->held_dst = *dst;
+		tx->has_held = true;
+		ctr_add(nio, C_FAULT_REORDER, 1);
+		if (a.flags & UROCE_FAULT_DUP) {
+			/* The duplicate goes now, the original after the next packet. */
+			ctr_add(nio, C_FAULT_DUP, 1);
+			return send_iov(tx, dst, iov, iovcnt, 1, p->len, 0);
+		}
+		return 0;
+	}
+	ret = send_iov(tx, dst, iov, iovcnt, 1, p->len, 0);
+	if (!ret && (a.flags & UROCE_FAULT_DUP)) {
+		ctr_add(nio, C_FAULT_DUP, 1);
+		ret = send_iov(tx, dst, iov, iovcnt, 1, p->len, 0);
+	}
+	if (!ret && tx->has_held) {
+		struct iovec h = { tx->held, tx->held_len };
+
+		ret = send_iov(tx, &tx->held_dst, &h, 1, 1, tx->held_len, 0);
+		tx->has_held = false;   /* sent, or lost to a full buffer like any packet */
+		if (ret == -EAGAIN)
+			ret = 0;
+	}
+	return ret;
+}
+
+int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
+		     struct uroce_txpkt *pkts, unsigned n)
+{
+	struct uroce_icrc_addr ia;
+	struct iovec iov[GSO_MAX_SEGS * 4];
+	unsigned i = 0;
+	int ret;
+
+	if (!tx || !dst || (!pkts && n))
+		return -EINVAL;
+	for (unsigned k = 0; k < n; k++)
+		if (pkts[k].iovcnt == 0 || pkts[k].iovcnt > 4 ||
+		    pkts[k].len < UROCE_BTH_LEN + UROCE_ICRC_LEN || pkts[k].len > GSO_MAX_BYTES)
+			return -EINVAL;
+	/* The GID family must match the socket's: an IPv4 QP cannot reach an IPv6 GID. */
+	if (gid_is_v4mapped(dst->gid) != (tx->family == AF_INET))
+		return -EAFNOSUPPORT;
+	icrc_addr_for(tx, dst, &ia);
+
+	if (tx->nio->fault.enabled) {
+		for (; i < n; i++) {
+			put_icrc(&pkts[i], uroce_netio_icrc(&ia, 0, pkts[i].iov, pkts[i].iovcnt,
+							    pkts[i].len));
+			ret = send_one_fault(tx, dst, &pkts[i]);
+			if (ret == -EAGAIN)
+				return (int)i;
+			if (ret)
+				return i ? (int)i : ret;
+		}
+		return (int)n;
+	}
+
+	while (i < n) {
+		/* A run: packets of pkts[i]'s size, the last possibly shorter, within the GSO
+		 * limits.  Segment k of a GSO send leaves with IPv4 ID k. */
+		size_t seg = pkts[i].len, bytes = 0;
+		unsigned cnt = 0, iovcnt = 0;
+
+		while (i + cnt < n && cnt < GSO_MAX_SEGS && bytes + pkts[i + cnt].len <= GSO_MAX_BYTES) {
+			struct uroce_txpkt *p = &pkts[i + cnt];
+
+			if (p->len > seg || (cnt && !tx->gso))
+				break;
+			put_icrc(p, uroce_netio_icrc(&ia, (uint16_t)cnt, p->iov, p->iovcnt, p->len));
+			memcpy(iov + iovcnt, p->iov, p->iovcnt * sizeof(*iov));
+			iovcnt += p->iovcnt;
+			bytes += p->len;
+			cnt++;
+			if (p->len < seg)
+				break;   /* a shorter packet ends the run */
+		}
+		ret = send_iov(tx, dst, iov, iovcnt, cnt, bytes, (uint16_t)seg);
+		if (ret && ret != -EAGAIN && cnt > 1) {
+			/* The kernel refused GSO (no checksum offload on the route: EIO; an old
+			 * kernel: EINVAL/ENOPROTOOPT): from now on one packet per call.  The
+			 * ICRCs of packets 1.. were computed for IDs 1..: redo them below. */
+			tx->gso = false;
+			continue;
+		}
+		if (ret == -EAGAIN)
+			return (int)i;
+		if (ret)
+			return i ? (int)i : ret;
+		i += cnt;
+	}
+	return (int)n;
+}
+
+/* ---------------------------------------------------------------- receive */
+
+static uint16_t ipv4_csum(const uint8_t *h)
+{
+	uint32_t s = 0;
+
+	for (int i = 0; i < 20; i += 2)
+		s += (uint32_t)h[i] << 8 | h[i + 1];
+	while (s >> 16)
+		s = (s & 0xFFFF) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+struct rx_meta {
+	uint8_t dst[16];
+	bool have_dst;
+	int tos, ttl;
+	int gso_size;
+};
+
+static void parse_cmsgs(struct msghdr *m, struct rx_meta *meta)
+{
+	memset(meta, 0, sizeof(*meta));
+	meta->ttl = 64;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo))) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(meta->dst, &pi.ipi6_addr, 16);
+			meta->have_dst = true;
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+			   c->cmsg_len >= CMSG_LEN(1)) {
+			meta->tos = *(uint8_t *)CMSG_DATA(c);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			memcpy(&meta->ttl, CMSG_DATA(c), sizeof(int));
+		} else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			memcpy(&meta->gso_size, CMSG_DATA(c), sizeof(int));
+		}
+	}
+}
+
+static void count_drop(struct uroce_netio *nio, enum uroce_rx_err e)
+{
+	__atomic_fetch_add(&nio->rx_drop[e], 1, __ATOMIC_RELAXED);
+	ctr_add(nio, C_RX_DROPS, 1);
+	if (e == UROCE_RX_BAD_ICRC)
+		ctr_add(nio, C_RX_BAD_ICRC, 1);
+}
+
+/* Validate and deliver one RoCEv2 packet.  Returns fn's result (non-zero: stop). */
+static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
+		  const struct sockaddr_in6 *from, const struct rx_meta *meta,
+		  uroce_netio_rx_fn fn, void *arg)
+{
+	struct uroce_icrc_addr ia = { 0 };
+	struct uroce_rx_ctx rc = { .mtu = 0, .addr = &ia, .icrc_flags = UROCE_ICRC_RX_SOLVE_ID };
+	struct uroce_rxpkt p;
+	enum uroce_rx_err e;
+
+	memset(&p, 0, sizeof(p));
+	memcpy(p.src.gid, &from->sin6_addr, 16);
+	p.src.port = ntohs(from->sin6_port);
+	memcpy(p.dgid, meta->dst, 16);
+	if (gid_is_v4mapped(p.src.gid)) {
+		ia.family = AF_INET;
+		memcpy(&ia.src.v4, p.src.gid + 12, 4);
+		memcpy(&ia.dst.v4, p.dgid + 12, 4);
+	} else {
+		ia.family = AF_INET6;
+		memcpy(&ia.src.v6, p.src.gid, 16);
+		memcpy(&ia.dst.v6, p.dgid, 16);
+	}
+	ia.sport = p.src.port;
+	ia.dport = ROCE_PORT;
+	e = uroce_pkt_validate(buf, len, &rc, &p.pkt);
+	if (e != UROCE_RX_OK) {
+		count_drop(nio, e);
+		return 0;
+	}
+	p.buf = buf;
+	p.len = len;
+	if (ia.family == AF_INET) {
+		/* The header the sender sent: DF (both OK and OK_ID assumed it), the ID uroce
+		 * sends (0) or the one recovered from the ICRC. */
+		uint8_t *h = p.ipv4_hdr;
+
+		h[0] = 0x45;
+		h[1] = (uint8_t)meta->tos;
+		uroce_put_be16(h + 2, (uint16_t)(20 + 8 + len));
+		uroce_put_be16(h + 4, p.pkt.icrc_status == UROCE_ICRC_OK_ID ? p.pkt.ip_id : 0);
+		uroce_put_be16(h + 6, 0x4000);
+		h[8] = (uint8_t)meta->ttl;
+		h[9] = IPPROTO_UDP;
+		memcpy(h + 12, p.src.gid + 12, 4);
+		memcpy(h + 16, p.dgid + 12, 4);
+		uroce_put_be16(h + 10, ipv4_csum(h));
+	}
+	ctr_add(nio, C_RX_PACKETS, 1);
+	ctr_add(nio, C_RX_BYTES, len);
+	return fn(arg, &p);
+}
+
+int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
+{
+	int done = 0;
+	bool stop = false;
+
+	if (!nio || !fn || budget <= 0)
+		return 0;
+	if (pthread_mutex_trylock(&nio->rx_lock))
+		return 0;   /* another thread is draining: it will deliver what is there */
+	while (done < budget && !stop) {
+		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
+		int got;
+
+		for (unsigned k = 0; k < want; k++) {
+			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
+
+			nio->rx_iov[k].iov_base = nio->rx_bufs + k * nio->rx_buf_size;
+			nio->rx_iov[k].iov_len = nio->rx_buf_size;
+			memset(m, 0, sizeof(*m));
+			m->msg_name = &nio->rx_names[k];
+			m->msg_namelen = sizeof(nio->rx_names[k]);
+			m->msg_iov = &nio->rx_iov[k];
+			m->msg_iovlen = 1;
+			m->msg_control = nio->rx_cmsg[k];
+			m->msg_controllen = sizeof(nio->rx_cmsg[k]);
+		}
+		got = recvmmsg(nio->fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
+		for (int k = 0; k < got; k++) {
+			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
+			const uint8_t *buf = nio->rx_iov[k].iov_base;
+			size_t len = nio->rx_msgs[k].msg_len;
+			struct rx_meta meta;
+
+			if (m->msg_flags & MSG_TRUNC) {
+				ctr_add(nio, C_RX_TRUNC, 1);
+				done++;
+				continue;
+			}
+			parse_cmsgs(m, &meta);
+			if (!meta.have_dst || m->msg_namelen < sizeof(struct sockaddr_in6)) {
+				/* Cannot check the ICRC without both addresses. */
+				count_drop(nio, UROCE_RX_BAD_ICRC);
+				done++;
+				continue;
+			}
+			if (meta.gso_size > 0 && (size_t)meta.gso_size < len) {
+				/* Coalesced by GRO: equal-size segments, the last may be shorter. */
+				ctr_add(nio, C_RX_GRO, 1);
+				for (size_t off = 0; off < len; off += (size_t)meta.gso_size) {
+					size_t l = len - off < (size_t)meta.gso_size ? len - off
+										    : (size_t)meta.gso_size;
+
+					done++;
+					/* After a stop, the rest of a coalesced buffer is still
+					 * delivered: it has been read and cannot be put back. */
+					if (rx_one(nio, buf + off, l, &nio->rx_names[k], &meta, fn, arg))
+						stop = true;
+				}
+			} else {
+				done++;
+				if (rx_one(nio, buf, len, &nio->rx_names[k], &meta, fn, arg))
+					stop = true;
+			}
+			/* Datagrams already read in this batch are delivered even after a stop. */
+		}
+		if ((unsigned)got < want)
+			break;   /* the socket is empty */
+	}
+	pthread_mutex_unlock(&nio->rx_lock);
+	/* A GRO buffer may take us past the budget; callers read "== budget" as "maybe more". */
+	return done > budget ? budget : done;
+}
+
+/* ---------------------------------------------------------------- counters */
+
+void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!nio)
+		return;
+	out->tx_packets = ctr_get(nio, C_TX_PACKETS);
+	out->tx_bytes = ctr_get(nio, C_TX_BYTES);
+	out->tx_errors = ctr_get(nio, C_TX_ERRORS);
+	out->rx_packets = ctr_get(nio, C_RX_PACKETS);
+	out->rx_bytes = ctr_get(nio, C_RX_BYTES);
+	for (int e = 0; e < UROCE_RX_NUM; e++)
+		out->rx_drop[e] = __atomic_load_n(&nio->rx_drop[e], __ATOMIC_RELAXED);
+	out->rx_misrouted = ctr_get(nio, C_RX_MISROUTED);
+	out->fault_drop = ctr_get(nio, C_FAULT_DROP);
+	out->fault_dup = ctr_get(nio, C_FAULT_DUP);
+	out->fault_reorder = ctr_get(nio, C_FAULT_REORDER);
+	out->fault_corrupt = ctr_get(nio, C_FAULT_CORRUPT);
+	out->tx_gso_sends = ctr_get(nio, C_TX_GSO);
+	out->tx_short = ctr_get(nio, C_TX_SHORT);
+	out->rx_gro_datagrams = ctr_get(nio, C_RX_GRO);
+	out->rx_truncated = ctr_get(nio, C_RX_TRUNC);
+}
+
+void uroce_netio_count_misrouted(struct uroce_netio *nio)
+{
+	if (nio)
+		ctr_add(nio, C_RX_MISROUTED, 1);
+}
