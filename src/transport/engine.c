@@ -172,8 +172,10 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	struct epoll_event ev = { .events = EPOLLIN };
 	int ret;
 
+#if !UROCE_HAVE_NETIO
 	if (!uroce_netio_open)
 		return -ENOSYS;
+#endif
 	eng = calloc(1, sizeof(*eng));
 	if (!eng)
 		return -ENOMEM;

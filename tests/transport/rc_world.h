@@ -304,6 +304,8 @@ static int world_run(struct world *w, bool (*done)(struct world *, void *), void
 
 static void world_fini(struct world *w)
 {
+	for (struct ibv_async_event ev; uroce_async_event_get(w->ctx, &ev) == 0;)
+		uroce_async_event_ack(&ev);
 	while (w->head) {
 		struct wpkt *p = w->head;
 
