@@ -41,35 +41,23 @@
 
 #include "ipc/ipc.h"
 
-static int failures;
-
-/* Each evaluates cond exactly once (conditions often make a request). */
-#define CHECK(cond, ...) check_((cond), #cond, __FILE__, __LINE__, __VA_ARGS__)
-#define REQUIRE(cond, ...)                                                          \
-	do {                                                                         \
-		if (!CHECK(cond, __VA_ARGS__)) {                                     \
-			stop_daemon();                                               \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
+#include "check.h"
 
 static void stop_daemon(void);
 
-static int __attribute__((format(printf, 5, 6)))
-check_(int ok, const char *what, const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok)
-		return 1;
-	fprintf(stderr, "FAIL %s:%d: %s: ", file, line, what);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	failures++;
-	return 0;
-}
+/* CHECK (tests/check.h) counts and goes on; REQUIRE also stops the test (and its
+ * daemon) when what follows cannot run.  cond is evaluated once: conditions often
+ * make a request. */
+#define REQUIRE(cond, ...)                                                          \
+	do {                                                                         \
+		int required_ = !!(cond);                                            \
+		CHECK(required_, __VA_ARGS__);                                       \
+		if (!required_) {                                                    \
+			fprintf(stderr, "  required: %s\n", #cond);                  \
+			stop_daemon();                                               \
+			exit(check_summary());                                       \
+		}                                                                    \
+	} while (0)
 
 static int64_t now_ms(void)
 {
@@ -235,7 +223,7 @@ static int test_autostart(void)
 	 * count is final now. */
 	CHECK(count_daemons() == 1, "exactly one daemon after the race, found %d", count_daemons());
 	stop_daemon();
-	return failures ? 1 : 0;
+	return check_summary();
 }
 
 /* ---- qpn ------------------------------------------------------------------ */
@@ -415,7 +403,7 @@ static int test_qpn(void)
 	}
 	uroce_ipc_close(a);
 	stop_daemon();
-	return failures ? 1 : 0;
+	return check_summary();
 }
 
 /* ---- death ---------------------------------------------------------------- */
@@ -486,7 +474,7 @@ static int test_death(void)
 	/* Reap the zombie (we are the pid namespace's init). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
-	return failures ? 1 : 0;
+	return check_summary();
 }
 
 /* ---- steer ---------------------------------------------------------------- */
@@ -651,7 +639,7 @@ static int test_steer(void)
 	uroce_ipc_close(ca);
 	close(sender);
 	stop_daemon();
-	return failures ? 1 : 0;
+	return check_summary();
 }
 
 /* ---- counters ------------------------------------------------------------- */
@@ -746,7 +734,7 @@ static int test_counters(void)
 	uroce_counters_destroy(cnt);
 	uroce_ipc_close(reader);
 	stop_daemon();
-	return failures ? 1 : 0;
+	return check_summary();
 }
 
 /* ---- holder (helper for shell tests) ---------------------------------------- */
