@@ -283,12 +283,15 @@ static void bad_values(struct ibv_qp *rc)
 		CHECK(ev.event_type == IBV_EVENT_SQ_DRAINED && ev.element.qp == rc);
 		ibv_ack_async_event(&ev);
 	}
-	/* Posting sends in RTS/SQD needs the transport. */
+	/* Posting in SQD queues the WQE (IBA 10.3.1: SQD starts no new WQE, it waits for the
+	 * return to RTS).  Without the data path linked (no netio) there is no engine and the
+	 * post fails with EOPNOTSUPP; tests/transport covers what the engine does with it. */
 	{
 		struct ibv_sge sge = { 0 };
 		struct ibv_send_wr sw = { .opcode = IBV_WR_SEND, .sg_list = &sge, .num_sge = 1 }, *bad;
+		int r = ibv_post_send(rc, &sw, &bad);
 
-		CHECK_RET(ibv_post_send(rc, &sw, &bad), EOPNOTSUPP);
+		CHECK(r == 0 || r == EOPNOTSUPP);
 	}
 }
 
