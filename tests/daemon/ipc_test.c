@@ -14,6 +14,10 @@
  *   ipc_test counters    shared-memory counters: a registered block's context and QP
  *                        records are listed live by another connection, and vanish
  *                        with the connection
+ *   ipc_test proto       bad records: another version gets -EPROTONOSUPPORT and the
+ *                        daemon's version; unterminated names -EINVAL; an unknown op
+ *                        -EOPNOTSUPP; a record of the wrong size is hung up on; the
+ *                        daemon serves on
  *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
  *
  * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
@@ -35,11 +39,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ipc/ipc.h"
+#include "ipc/proto.h"
 
 #include "check.h"
 
@@ -737,6 +743,75 @@ static int test_counters(void)
 	return check_summary();
 }
 
+/* ---- proto ---------------------------------------------------------------- */
+
+static int raw_connect(void)
+{
+	struct sockaddr_un sa;
+	unsigned len = uroce_ipc_addr(&sa);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	REQUIRE(fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) == 0, "raw connect");
+	return fd;
+}
+
+/* Send a request as is; 1 and the reply, 0 on EOF, -1 on timeout. */
+static int raw_call(int fd, const void *req, size_t len, struct uroce_ipc_resp *resp)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	REQUIRE(send(fd, req, len, MSG_NOSIGNAL) == (ssize_t)len, "raw send");
+	if (poll(&p, 1, 5000) != 1)
+		return -1;
+	n = recv(fd, resp, sizeof(*resp), 0);
+	return n == (ssize_t)sizeof(*resp) ? 1 : n == 0 ? 0 : -1;
+}
+
+static int test_proto(void)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	struct uroce_ipc *ipc;
+	int fd;
+
+	REQUIRE(!uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART), "start the daemon");
+	fd = raw_connect();
+	memset(&req, 0, sizeof(req));
+	req.magic = UROCE_IPC_MAGIC;
+	req.version = UROCE_IPC_VERSION + 1;
+	req.op = UROCE_OP_HELLO;
+	req.seq = 7;
+	CHECK(raw_call(fd, &req, sizeof(req), &resp) == 1 && resp.status == -EPROTONOSUPPORT &&
+	      resp.version == UROCE_IPC_VERSION && resp.seq == 7,
+	      "other version refused with ours: status %d version %u", resp.status, resp.version);
+	req.version = UROCE_IPC_VERSION;
+	req.op = UROCE_OP_QPN_ALLOC;
+	memset(req.dev, 'x', sizeof(req.dev));  /* no terminator */
+	CHECK(raw_call(fd, &req, sizeof(req), &resp) == 1 && resp.status == -EINVAL,
+	      "unterminated name: %d", resp.status);
+	memset(req.dev, 0, sizeof(req.dev));
+	req.op = 999;
+	CHECK(raw_call(fd, &req, sizeof(req), &resp) == 1 && resp.status == -EOPNOTSUPP,
+	      "unknown op: %d", resp.status);
+	req.op = UROCE_OP_HELLO;
+	CHECK(raw_call(fd, &req, sizeof(req) - 1, &resp) == 0, "short record: hung up");
+	close(fd);
+	fd = raw_connect();
+	req.magic = 0;
+	CHECK(raw_call(fd, &req, sizeof(req), &resp) == 0, "bad magic: hung up");
+	close(fd);
+	/* And it still serves. */
+	{
+		uint32_t q;
+
+		CHECK(!uroce_ipc_qpn_alloc(ipc, "uroce0", &q), "daemon still serves");
+	}
+	uroce_ipc_close(ipc);
+	stop_daemon();
+	return check_summary();
+}
+
 /* ---- holder (helper for shell tests) ---------------------------------------- */
 
 /* Hold a QPN, with a counters block (context tx_packets = 11, the QP's sent = 3)
@@ -787,6 +862,8 @@ int main(int argc, char **argv)
 		return test_steer();
 	if (argc == 2 && !strcmp(argv[1], "counters"))
 		return test_counters();
+	if (argc == 2 && !strcmp(argv[1], "proto"))
+		return test_proto();
 	if (argc == 3 && !strcmp(argv[1], "holder"))
 		return holder(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "owner")) {
@@ -810,6 +887,6 @@ int main(int argc, char **argv)
 		printf("%d\n", pid);
 		return 0;
 	}
-	fprintf(stderr, "usage: ipc_test autostart|qpn|death|holder DEV|owner DEV QPN\n");
+	fprintf(stderr, "usage: ipc_test autostart|qpn|death|steer|counters|proto|holder DEV|owner DEV QPN\n");
 	return 2;
 }
