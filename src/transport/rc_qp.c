@@ -3,6 +3,7 @@
  * the three state machines, counters.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +50,35 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 	return 0;
 }
 
+/* UROCE_RC_STATS=1: print a QP's counters to stderr when its engine goes away (tests
+ * that run foreign programs read them there; `uroce stat` reads them live). */
+static void print_stats(const struct uroce_qp *qp, const struct uroce_rc_stats *s)
+{
+	fprintf(stderr, "uroce rc qp 0x%06x: tx %llu rx %llu retrans %llu timeouts %llu "
+		"seq_naks_rx %llu rnr_naks_rx %llu naks_tx %llu/%llu/%llu/%llu rnr_naks_tx %llu "
+		"dup_req %llu dup_resp %llu atomic_replays %llu read_replays %llu drops",
+		qp->qpx.qp_base.qp_num, (unsigned long long)s->tx_packets,
+		(unsigned long long)s->rx_packets, (unsigned long long)s->retransmissions,
+		(unsigned long long)s->timeouts, (unsigned long long)s->seq_naks_rx,
+		(unsigned long long)s->rnr_naks_rx, (unsigned long long)s->naks_tx[0],
+		(unsigned long long)s->naks_tx[1], (unsigned long long)s->naks_tx[2],
+		(unsigned long long)s->naks_tx[3], (unsigned long long)s->rnr_naks_tx,
+		(unsigned long long)s->dup_requests, (unsigned long long)s->dup_responses,
+		(unsigned long long)s->atomic_replays, (unsigned long long)s->read_replays);
+	for (int i = 0; i < UROCE_RC_DROP_NUM; i++)
+		fprintf(stderr, " %s=%llu", uroce_rc_drop_name(i), (unsigned long long)s->drops[i]);
+	fputc('\n', stderr);
+}
+
 void uroce_rc_detach(struct uroce_qp *qp)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
+	const char *env = getenv("UROCE_RC_STATS");
 
 	if (!rc)
 		return;
+	if (env && *env && *env != '0')
+		print_stats(qp, &rc->st);
 	qp->transport = NULL;
 	if (rc->io.release)
 		rc->io.release(rc->io.arg);
