@@ -275,8 +275,14 @@ static int refresh_one(struct uroce_devtable *t, struct uroce_dev *d, struct ifa
 	}
 	info->node_guid = node_guid(info->mac, info->netdev, t->netns_inode);
 	changed = uroce_gid_merge(info, (const uint8_t (*)[16])gids, n);
-	if (changed)
+	if (changed) {
 		d->stats.gid_changes++;
+		d->pending_events |= 1u << UROCE_EV_GID_CHANGE;
+	}
+	if (info->port_up != old.port_up)
+		d->pending_events |= 1u << (info->port_up ? UROCE_EV_PORT_ACTIVE : UROCE_EV_PORT_ERR);
+	if (info->netdev_mtu != old.netdev_mtu)
+		d->pending_events |= 1u << UROCE_EV_MTU_CHANGE;
 	return changed || memcmp(&old, info, sizeof(old)) != 0;
 }
 

@@ -200,6 +200,8 @@ int main(int argc, char **argv)
 			strerror(-d.rtnl_fd));
 	load_devices(&d);
 	uroce_dev_refresh_all(&d.devs);
+	for (unsigned i = 0; i < d.devs.n; i++)
+		d.devs.dev[i]->pending_events = 0;  /* nobody to tell yet */
 
 	if (!foreground && detach() < 0)
 		return 1;
@@ -238,6 +240,7 @@ int main(int argc, char **argv)
 			} else if (p == &rtnl_tag) {
 				if (uroce_rtnl_drain(d.rtnl_fd) && uroce_dev_refresh_all(&d.devs) > 0)
 					d.generation++;  /* (also done before device queries) */
+				uroced_flush_events(&d);
 			} else if (p == &sig_tag) {
 				d.stop = 1;
 			} else if (uroced_rx_dev(&d, p)) {

@@ -21,6 +21,8 @@
 
 #include "daemon/uroced.h"
 
+static void send_event(struct uroced *d, const struct uroce_dev_info *info, uint32_t type);
+
 int64_t uroced_now_ms(void)
 {
 	struct timespec ts;
@@ -403,6 +405,8 @@ static int op_link_add(struct uroced *d, struct uroce_client *c, const struct ur
 		return -ENODEV;
 	}
 	d->generation++;
+	dev->pending_events = 0;  /* a new device: clients learn of it by listing */
+	uroced_flush_events(d);
 	uroced_save(d);
 	uroced_log("link %s added on netdev %s\n", req->dev, req->netdev);
 	return 0;
@@ -426,6 +430,7 @@ static int op_link_del(struct uroced *d, struct uroce_client *c, const struct ur
 		if (cd)
 			client_dev_release(d, o, cd, NULL);
 	}
+	send_event(d, &dev->info, UROCE_EV_DEVICE_REMOVED);
 	err = uroce_dev_del(&d->devs, req->dev);
 	if (err)
 		return err;
@@ -455,6 +460,45 @@ static void sync_netdevs(struct uroced *d)
 {
 	if (d->rtnl_fd >= 0 && uroce_rtnl_drain(d->rtnl_fd) && uroce_dev_refresh_all(&d->devs) > 0)
 		d->generation++;
+	uroced_flush_events(d);
+}
+
+static void send_event(struct uroced *d, const struct uroce_dev_info *info, uint32_t type)
+{
+	struct uroce_ipc_resp ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.magic = UROCE_IPC_MAGIC;
+	ev.version = UROCE_IPC_VERSION;
+	ev.op = UROCE_OP_EVENT;
+	ev.generation = d->generation;
+	ev.u.event.type = type;
+	ev.u.event.info = *info;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client *c = d->clients[i];
+
+		if (!c->subscribed)
+			continue;
+		ev.u.event.lost = c->ev_lost;
+		/* Never block on a client that does not read: drop and count; the next
+		 * event it gets says how many it missed. */
+		if (send(c->fd, &ev, sizeof(ev), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			c->ev_lost++;
+		else
+			c->ev_lost = 0;
+	}
+}
+
+void uroced_flush_events(struct uroced *d)
+{
+	for (unsigned i = 0; i < d->devs.n; i++) {
+		struct uroce_dev *dev = d->devs.dev[i];
+
+		for (uint32_t type = UROCE_EV_PORT_ACTIVE; type <= UROCE_EV_MTU_CHANGE; type++)
+			if (dev->pending_events & (1u << type))
+				send_event(d, &dev->info, type);
+		dev->pending_events = 0;
+	}
 }
 
 static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
@@ -539,6 +583,9 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return op_cnt_register(d, c, req, in_fd);
 	case UROCE_OP_CNT_GET:
 		return uroced_cnt_get(d, c, req->arg, resp);
+	case UROCE_OP_SUBSCRIBE:
+		c->subscribed = 1;
+		return 0;
 	case UROCE_OP_SHUTDOWN:
 		if (!privileged(d, c))
 			return -EPERM;

@@ -81,6 +81,8 @@ struct uroce_dev {
 	struct uroce_client *rx_owner[UROCE_RX_MAX];
 	unsigned rx_n;                   /* 0: no group yet (created on first use) */
 	char rx_tag;                     /* epoll cookie of rx_fd[0] */
+	uint32_t pending_events;         /* 1 << UROCE_EV_*, set by refresh, sent by
+					  * uroced_flush_events() */
 };
 
 struct uroce_devtable {
@@ -165,6 +167,8 @@ struct uroce_client {
 	struct uroce_client_dev *devs;
 	size_t ndevs;
 	uint32_t qpns;                   /* over all devices */
+	int subscribed;                  /* sends it events */
+	uint32_t ev_lost;                /* events it missed (full socket buffer) */
 	/* The counters listing this client is walking (taken at index 0). */
 	struct uroce_cnt_pos *cnt_walk;
 	size_t cnt_walk_n;
@@ -192,6 +196,8 @@ void uroced_accept(struct uroced *d);
 /* Readiness on a client socket (c is the epoll cookie). */
 void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t events);
 void uroced_close_all(struct uroced *d);
+/* Send each device's pending events to the subscribed clients and clear them. */
+void uroced_flush_events(struct uroced *d);
 /* Save the device table (if there is a state path); logs a failure. */
 void uroced_save(struct uroced *d);
 int64_t uroced_now_ms(void);

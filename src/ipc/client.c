@@ -32,13 +32,31 @@
 
 extern char **environ;
 
+#define EVENT_QUEUE 64
+
 struct uroce_ipc {
 	int fd;
 	pid_t owner;             /* the process that opened the connection */
 	int dead;                /* sticky: the daemon has gone */
+	int subscribed;
 	uint32_t seq;
-	pthread_mutex_t lock;    /* one request in flight per connection */
+	pthread_mutex_t lock;    /* one request in flight per connection; the queue */
+	/* Events that arrived while a call waited for its reply. */
+	struct uroce_ipc_event events[EVENT_QUEUE];
+	unsigned ev_head, ev_count;
+	uint32_t ev_lost;        /* dropped because the queue was full */
 };
+
+/* Queue an event record (lock held). */
+static void queue_event(struct uroce_ipc *ipc, const struct uroce_ipc_resp *resp)
+{
+	if (ipc->ev_count == EVENT_QUEUE) {
+		ipc->ev_lost++;
+		return;
+	}
+	ipc->events[(ipc->ev_head + ipc->ev_count) % EVENT_QUEUE] = resp->u.event;
+	ipc->ev_count++;
+}
 
 unsigned uroce_ipc_addr(struct sockaddr_un *sa)
 {
@@ -372,6 +390,11 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 			take_fds(&mh, NULL);
 			return -EPROTONOSUPPORT;
 		}
+		if (resp->op == UROCE_OP_EVENT && resp->seq == 0) {
+			take_fds(&mh, NULL);
+			queue_event(ipc, resp);
+			continue;
+		}
 		if (resp->seq != req->seq || resp->op != req->op) {
 			take_fds(&mh, NULL);
 			continue;  /* late reply to an earlier, timed-out request */
@@ -504,8 +527,9 @@ int uroce_ipc_check(struct uroce_ipc *ipc)
 		return -EINVAL;
 	pthread_mutex_lock(&ipc->lock);
 	if (!ipc->dead) {
-		/* Between calls nothing is queued (no unsolicited messages), so readable
-		 * means EOF or an error; MSG_PEEK keeps any stray record for call(). */
+		/* Between calls only events can be queued (subscribed connections), so
+		 * readable means an event, EOF or an error; MSG_PEEK leaves a record
+		 * where it is, and a peek of 0 bytes is EOF. */
 		p.fd = ipc->fd;
 		p.events = POLLIN;
 		r = poll(&p, 1, 0);
@@ -724,4 +748,60 @@ int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, un
 	if (!recs || !n)
 		return -EINVAL;
 	return read_list(ipc, UROCE_OP_CNT_GET, sizeof(**recs), (void **)recs, n);
+}
+
+int uroce_ipc_subscribe(struct uroce_ipc *ipc)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	init_req(&req, UROCE_OP_SUBSCRIBE, NULL, NULL, 0);
+	err = call(ipc, &req, &resp);
+	if (!err)
+		ipc->subscribed = 1;
+	return err;
+}
+
+int uroce_ipc_event(struct uroce_ipc *ipc, struct uroce_ipc_event *ev)
+{
+	int err = -EAGAIN;
+
+	if (!ipc || !ev)
+		return -EINVAL;
+	pthread_mutex_lock(&ipc->lock);
+	if (ipc->owner != getpid()) {
+		err = -EBADF;
+		goto out;
+	}
+	while (!ipc->ev_count && !ipc->dead) {
+		struct uroce_ipc_resp resp;
+		ssize_t n = recv(ipc->fd, &resp, sizeof(resp), MSG_DONTWAIT | MSG_TRUNC);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			ipc->dead = 1;
+			break;
+		}
+		/* Between calls only events arrive; anything else is a stale reply. */
+		if ((size_t)n == sizeof(resp) && resp.magic == UROCE_IPC_MAGIC &&
+		    resp.op == UROCE_OP_EVENT && resp.seq == 0)
+			queue_event(ipc, &resp);
+	}
+	if (ipc->ev_count) {
+		*ev = ipc->events[ipc->ev_head];
+		ev->lost += ipc->ev_lost;
+		ipc->ev_lost = 0;
+		ipc->ev_head = (ipc->ev_head + 1) % EVENT_QUEUE;
+		ipc->ev_count--;
+		err = 0;
+	} else if (ipc->dead) {
+		err = -ECONNRESET;
+	}
+out:
+	pthread_mutex_unlock(&ipc->lock);
+	return err;
 }

@@ -154,6 +154,36 @@ int uroce_ipc_shutdown(struct uroce_ipc *ipc);
  * other -errno from the daemon's socket()/bind(). */
 int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd);
 
+/* ---- Port and GID events ----
+ *
+ * A connection that subscribes receives a record whenever a device's port goes up
+ * or down, its GID table or MTU changes, or it is deleted, with the device's new
+ * attributes.  (This is where IBV_EVENT_PORT_ACTIVE, PORT_ERR and GID_CHANGE come
+ * from.)  On a subscribed connection uroce_ipc_fd() becomes readable for an event
+ * as well as for EOF: call uroce_ipc_event() until -EAGAIN; -ECONNRESET means the
+ * daemon is gone.  Unsubscribed connections never see events.
+ */
+enum uroce_ipc_event_type {
+	UROCE_EV_PORT_ACTIVE = 1,        /* port_up 0 -> 1 */
+	UROCE_EV_PORT_ERR,               /* port_up 1 -> 0 */
+	UROCE_EV_GID_CHANGE,             /* an entry of the GID table changed */
+	UROCE_EV_MTU_CHANGE,             /* netdev_mtu changed */
+	UROCE_EV_DEVICE_REMOVED,         /* `uroce link del`: info holds only the name */
+};
+
+struct uroce_ipc_event {
+	uint32_t type;                   /* enum uroce_ipc_event_type */
+	uint32_t lost;                   /* events dropped before this one (a full
+					  * socket buffer or client queue) */
+	struct uroce_dev_info info;      /* the device after the change */
+};
+
+/* 0, or -ECONNRESET etc. as for every call. */
+int uroce_ipc_subscribe(struct uroce_ipc *ipc);
+/* Never blocks: 0 and the oldest pending event, -EAGAIN if there is none,
+ * -ECONNRESET once the daemon has gone. */
+int uroce_ipc_event(struct uroce_ipc *ipc, struct uroce_ipc_event *ev);
+
 /* ---- Data-path counters in shared memory (docs/daemon.md) ----
  *
  * The data path counts in the application and must not talk to the daemon to do

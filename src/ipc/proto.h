@@ -17,8 +17,10 @@
  *
  * Flow: strictly request/reply, one outstanding request per connection.  The reply
  * echoes op and seq; a client discards replies whose seq is not the one it waits
- * for (a late reply to a request that timed out).  The daemon never sends anything
- * unsolicited in version 1: a readable client fd therefore means EOF.
+ * for (a late reply to a request that timed out).  The daemon sends nothing
+ * unsolicited unless the connection subscribed (SUBSCRIBE): then EVENT records
+ * (seq 0) may arrive at any time, also between a request and its reply, and the
+ * client queues them.  On an unsubscribed connection a readable fd means EOF.
  *
  * Lists (devices, clients, stats) are read one element per request by index; each
  * reply carries the list length and the daemon's table generation, which changes
@@ -55,6 +57,8 @@ enum uroce_ipc_op {
 	UROCE_OP_RX_SOCKET,      /* dev -> one descriptor in SCM_RIGHTS */
 	UROCE_OP_CNT_REGISTER,   /* dev, a sealed memfd in SCM_RIGHTS with the request */
 	UROCE_OP_CNT_GET,        /* arg = index -> cnt */
+	UROCE_OP_SUBSCRIBE,      /* from now on, events on this connection */
+	UROCE_OP_EVENT,          /* daemon -> client only, unsolicited: seq 0, event */
 	UROCE_OP_MAX
 };
 
@@ -86,6 +90,7 @@ struct uroce_ipc_resp {
 		struct uroce_client_info client;
 		struct uroce_dev_stats stats;
 		struct uroce_cnt_record cnt;
+		struct uroce_ipc_event event;
 		uint8_t raw[1024];           /* fixes the record size */
 	} u;
 };
@@ -94,6 +99,7 @@ _Static_assert(sizeof(struct uroce_ipc_req) == 144, "request record size is ABI"
 _Static_assert(sizeof(struct uroce_ipc_resp) == 1056, "reply record size is ABI");
 _Static_assert(sizeof(struct uroce_dev_info) <= 1024, "dev_info must fit the reply");
 _Static_assert(sizeof(struct uroce_cnt_record) <= 1024, "cnt_record must fit the reply");
+_Static_assert(sizeof(struct uroce_ipc_event) <= 1024, "event must fit the reply");
 
 /* The counters block in a memfd (uroce_counters_create, ipc.h):
  *   struct uroce_cnt_hdr

@@ -18,6 +18,10 @@
  *                        daemon's version; unterminated names -EINVAL; an unknown op
  *                        -EOPNOTSUPP; a record of the wrong size is hung up on; the
  *                        daemon serves on
+ *   ipc_test events      a subscribed connection gets PORT_ACTIVE/PORT_ERR, GID_CHANGE,
+ *                        MTU_CHANGE and DEVICE_REMOVED for a veth's device, also
+ *                        when they arrive during a call; an unsubscribed one none;
+ *                        -ECONNRESET after the daemon dies
  *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
  *
  * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
@@ -812,6 +816,106 @@ static int test_proto(void)
 	return check_summary();
 }
 
+/* ---- events --------------------------------------------------------------- */
+
+static void sh(const char *cmd)
+{
+	int rc = system(cmd);
+
+	REQUIRE(rc == 0, "%s: status %d", cmd, rc);
+}
+
+/* Wait (bounded) for an event of `type` on dev; earlier events are skipped.
+ * Returns 1 and the event, or 0. */
+static int wait_event(struct uroce_ipc *ipc, uint32_t type, const char *dev, struct uroce_ipc_event *ev)
+{
+	int64_t deadline = now_ms() + 10000;
+
+	for (;;) {
+		struct pollfd p = { .fd = uroce_ipc_fd(ipc), .events = POLLIN };
+		int64_t left;
+		int err;
+
+		while ((err = uroce_ipc_event(ipc, ev)) == 0)
+			if (ev->type == type && !strcmp(ev->info.name, dev))
+				return 1;
+		if (err != -EAGAIN)
+			return 0;
+		left = deadline - now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return 0;
+	}
+}
+
+static int has_gid(const struct uroce_dev_info *info, const char *text)
+{
+	uint8_t g[16];
+
+	if (inet_pton(AF_INET6, text, g) != 1)
+		return 0;
+	for (unsigned i = 0; i < info->num_gids && i < UROCE_MAX_GIDS; i++)
+		if (info->gids[i].valid && !memcmp(info->gids[i].gid, g, 16))
+			return 1;
+	return 0;
+}
+
+static int test_events(void)
+{
+	struct uroce_ipc *a, *b;
+	struct uroce_ipc_event ev;
+	struct uroce_dev_info *devs;
+	unsigned n;
+	int pid;
+
+	REQUIRE(!uroce_ipc_open(&a, UROCE_IPC_AUTOSTART), "open a");
+	REQUIRE(!uroce_ipc_open(&b, 0), "open b");
+	REQUIRE(!uroce_ipc_subscribe(a), "subscribe");
+	sh("ip link add va type veth peer name vb && ip addr add 192.0.2.1/24 dev va");
+	REQUIRE(!uroce_ipc_link_add(a, "uroce1", "va"), "link add");
+
+	sh("ip link set va up && ip link set vb up");
+	CHECK(wait_event(a, UROCE_EV_PORT_ACTIVE, "uroce1", &ev) && ev.info.port_up,
+	      "PORT_ACTIVE when va gets carrier");
+	sh("ip link set va mtu 2000");
+	CHECK(wait_event(a, UROCE_EV_MTU_CHANGE, "uroce1", &ev) && ev.info.netdev_mtu == 2000,
+	      "MTU_CHANGE with the new MTU (%u)", ev.info.netdev_mtu);
+	/* An event that arrives while a call waits for its reply is kept. */
+	sh("ip addr add 192.0.2.9/24 dev va");
+	CHECK(!uroce_ipc_devices(a, &devs, &n), "a call with an event in flight");
+	free(devs);
+	CHECK(wait_event(a, UROCE_EV_GID_CHANGE, "uroce1", &ev) && has_gid(&ev.info, "::ffff:192.0.2.9"),
+	      "GID_CHANGE carries the new GID table");
+	sh("ip link set vb down");
+	CHECK(wait_event(a, UROCE_EV_PORT_ERR, "uroce1", &ev) && !ev.info.port_up,
+	      "PORT_ERR when va loses carrier");
+	REQUIRE(!uroce_ipc_link_del(b, "uroce1"), "link del");
+	CHECK(wait_event(a, UROCE_EV_DEVICE_REMOVED, "uroce1", &ev), "DEVICE_REMOVED");
+
+	CHECK(uroce_ipc_event(b, &ev) == -EAGAIN, "no events without subscribing");
+	CHECK(uroce_ipc_check(b) == 0 && uroce_ipc_check(a) == 0, "both alive");
+
+	/* Daemon gone: after the queued events, -ECONNRESET. */
+	pid = daemon_pid(b);
+	REQUIRE(pid > 1 && !kill(pid, SIGKILL), "kill daemon");
+	{
+		int64_t deadline = now_ms() + 5000;
+		int err;
+
+		while ((err = uroce_ipc_event(a, &ev)) == 0 || (err == -EAGAIN && now_ms() < deadline)) {
+			struct pollfd p = { .fd = uroce_ipc_fd(a), .events = POLLIN };
+
+			if (err == -EAGAIN)
+				poll(&p, 1, 100);
+		}
+		CHECK(err == -ECONNRESET, "events end with ECONNRESET: %d", err);
+	}
+	uroce_ipc_close(a);
+	uroce_ipc_close(b);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return check_summary();
+}
+
 /* ---- holder (helper for shell tests) ---------------------------------------- */
 
 /* Hold a QPN, with a counters block (context tx_packets = 11, the QP's sent = 3)
@@ -864,6 +968,8 @@ int main(int argc, char **argv)
 		return test_counters();
 	if (argc == 2 && !strcmp(argv[1], "proto"))
 		return test_proto();
+	if (argc == 2 && !strcmp(argv[1], "events"))
+		return test_events();
 	if (argc == 3 && !strcmp(argv[1], "holder"))
 		return holder(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "owner")) {
@@ -887,6 +993,6 @@ int main(int argc, char **argv)
 		printf("%d\n", pid);
 		return 0;
 	}
-	fprintf(stderr, "usage: ipc_test autostart|qpn|death|steer|counters|proto|holder DEV|owner DEV QPN\n");
+	fprintf(stderr, "usage: ipc_test autostart|qpn|death|steer|counters|proto|events|holder DEV|owner DEV QPN\n");
 	return 2;
 }
