@@ -1,0 +1,785 @@
+/* test_netio.c — netio (src/transport/netio.c) between two processes with a real uroced.
+ *
+ *   test_netio SCENARIO v4|v6 [DEV [NETNS_A NETNS_B]]
+ *
+ * Process A (the parent) and process B (a child forked before either talks to uroced) each
+ * open a daemon connection, a context (hand-made: netio only needs ctx->ipc and ctx->dev)
+ * and a netio, allocate QPNs through the daemon, and tell each other their GID and QPNs
+ * over a socketpair.  With NETNS_A/NETNS_B each joins that network namespace first (two
+ * hosts joined by a veth pair, tests/netio/veth.sh).
+ *
+ * Scenarios:
+ *   basic   both directions: packets of many sizes, in one piece or three, to each of the
+ *           peer's QPNs; each arrives at its owner only (never at the sender), valid, ICRC
+ *           fully verified (uroce sends IPv4 ID 0), source port in 0xC000-0xFFFF and the same
+ *           for one QP, addresses right; a packet to QP1 reaches the daemon (rx_default).
+ *   gso     B sends 40 equal packets + a shorter one in one call: one GSO send; A gets 41
+ *           valid packets in order, with GRO coalescing (or, with UROCE_NETIO_GRO=0 in A,
+ *           split by the kernel).  IPv4: segment k's ICRC verifies for Identification k.
+ *   wire    B captures its own packets on lo (AF_PACKET), single sends and a GSO batch with
+ *           the kernel segmenting (tx-udp-segmentation off): every IPv4 ID is 0 for single
+ *           sends and k for GSO segment k, and every frame's ICRC verifies over the IP
+ *           header as it is on the wire (what Linux Soft-RoCE checks).
+ *   fault   B sends with UROCE_FAULT; the expected outcome is replayed from the same seed
+ *           (fault.h's decide): A gets exactly the expected valid packets and BAD_ICRC drops,
+ *           sees duplicates and reordering, B's fault counters equal the model's.
+ *
+ * Exit: 0 pass, 1 fail, 77 skip (no namespace / veth / capture possible).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ipc/ipc.h"
+#include "transport/fault.h"
+#include "transport/netio.h"
+#include "verbs/verbs.h"
+#include "wire/wire.h"
+
+#define NQP 2
+#define DEADLINE_MS 10000
+
+struct hello {
+	uint8_t gid[16];
+	uint32_t qpn[NQP];
+};
+
+struct side {
+	const char *name;
+	int ctl;                         /* socketpair end to the peer */
+	struct uroce_ipc *ipc;
+	struct uroce_device dev;
+	struct uroce_context ctx;
+	struct uroce_netio *nio;
+	struct uroce_netio_tx *tx[NQP];
+	struct hello me, peer;
+	int family;
+	uint64_t rx_default0;            /* the daemon's count before the peer could send */
+};
+
+static uint64_t rx_default(struct uroce_ipc *ipc, const char *dev);
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void ctl_send(struct side *s, const void *p, size_t n)
+{
+	if (write(s->ctl, p, n) != (ssize_t)n) {
+		perror("ctl write");
+		exit(1);
+	}
+}
+
+static void ctl_recv(struct side *s, void *p, size_t n)
+{
+	struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
+
+	if (poll(&pfd, 1, DEADLINE_MS) != 1 || read(s->ctl, p, n) != (ssize_t)n) {
+		fprintf(stderr, "%s: peer did not answer\n", s->name);
+		exit(1);
+	}
+}
+
+static int pick_gid(const struct uroce_dev_info *d, int family, uint8_t gid[16])
+{
+	for (unsigned i = 0; i < d->num_gids; i++) {
+		const uint8_t *g = d->gids[i].gid;
+		bool v4 = !memcmp(g, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+
+		if (!d->gids[i].valid)
+			continue;
+		if ((family == AF_INET) == v4 && !(g[0] == 0xFE && (g[1] & 0xC0) == 0x80)) {
+			memcpy(gid, g, 16);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void side_open(struct side *s, const char *devname, int family)
+{
+	struct uroce_dev_info *devs = NULL;
+	unsigned n = 0;
+	int ret;
+
+	s->family = family;
+	ret = uroce_ipc_open(&s->ipc, UROCE_IPC_AUTOSTART);
+	if (ret) {
+		fprintf(stderr, "%s: uroce_ipc_open: %s\n", s->name, strerror(-ret));
+		exit(1);
+	}
+	ret = uroce_ipc_devices(s->ipc, &devs, &n);
+	if (ret) {
+		fprintf(stderr, "%s: devices: %s\n", s->name, strerror(-ret));
+		exit(1);
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(devs[i].name, devname))
+			s->dev.info = devs[i];
+	free(devs);
+	if (strcmp(s->dev.info.name, devname)) {
+		fprintf(stderr, "%s: no device %s\n", s->name, devname);
+		exit(1);
+	}
+	snprintf(s->dev.ibdev.name, sizeof(s->dev.ibdev.name), "%s", devname);
+	pthread_mutex_init(&s->dev.info_lock, NULL);
+	if (pick_gid(&s->dev.info, family, s->me.gid)) {
+		fprintf(stderr, "%s: %s has no %s GID\n", s->name, devname,
+			family == AF_INET ? "IPv4" : "IPv6");
+		exit(1);
+	}
+	s->ctx.dev = &s->dev;
+	s->ctx.ipc = s->ipc;
+	ret = uroce_netio_open(&s->ctx, &s->nio);
+	if (ret) {
+		fprintf(stderr, "%s: uroce_netio_open: %s\n", s->name, strerror(-ret));
+		exit(1);
+	}
+	for (int i = 0; i < NQP; i++) {
+		ret = uroce_ipc_qpn_alloc(s->ipc, devname, &s->me.qpn[i]);
+		if (!ret)
+			ret = uroce_netio_tx_open(s->nio, s->me.gid, s->me.qpn[i], &s->tx[i]);
+		if (ret) {
+			fprintf(stderr, "%s: QP %d: %s\n", s->name, i, strerror(-ret));
+			exit(1);
+		}
+	}
+	s->rx_default0 = rx_default(s->ipc, devname);
+	ctl_send(s, &s->me, sizeof(s->me));
+	ctl_recv(s, &s->peer, sizeof(s->peer));
+}
+
+static void side_close(struct side *s)
+{
+	for (int i = 0; i < NQP; i++)
+		uroce_netio_tx_close(s->tx[i]);
+	uroce_netio_close(s->nio);
+	uroce_ipc_close(s->ipc);
+}
+
+/* A packet: RC SEND_ONLY to @dqpn, PSN @psn, @plen payload bytes of a pattern of psn.
+ * Built into @buf; described as one piece or as three (headers | payload | pad+ICRC). */
+struct built {
+	uint8_t buf[9000];
+	uint8_t payload[9000];
+	struct uroce_txpkt t;
+};
+
+static uint8_t pattern(uint32_t psn, size_t i)
+{
+	return (uint8_t)(psn * 7 + i * 13 + 1);
+}
+
+static void build(struct built *b, uint32_t dqpn, uint32_t psn, size_t plen, bool pieces)
+{
+	struct uroce_pkt p;
+	long h;
+	unsigned pad = uroce_pad_for(plen);
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = UROCE_OP_SEND_ONLY;
+	p.bth.pkey = 0xFFFF;
+	p.bth.padcnt = (uint8_t)pad;
+	p.bth.dqpn = dqpn;
+	p.bth.psn = psn;
+	h = uroce_pkt_build_hdrs(b->buf, sizeof(b->buf), &p);
+	if (h < 0)
+		abort();
+	for (size_t i = 0; i < plen; i++)
+		b->payload[i] = pattern(psn, i);
+	memset(&b->t, 0, sizeof(b->t));
+	b->t.len = (size_t)h + plen + pad + UROCE_ICRC_LEN;
+	if (pieces) {
+		/* headers | application payload | pad + ICRC slot (in buf, after the headers) */
+		uint8_t *tail = b->buf + h;
+
+		memset(tail, 0, pad + UROCE_ICRC_LEN);
+		b->t.iov[0] = (struct iovec){ b->buf, (size_t)h };
+		b->t.iov[1] = (struct iovec){ b->payload, plen };
+		b->t.iov[2] = (struct iovec){ tail, pad + UROCE_ICRC_LEN };
+		b->t.iovcnt = 3;
+		if (!plen) {
+			b->t.iov[1] = b->t.iov[2];
+			b->t.iovcnt = 2;
+		}
+	} else {
+		memcpy(b->buf + h, b->payload, plen);
+		memset(b->buf + h + plen, 0, pad + UROCE_ICRC_LEN);
+		b->t.iov[0] = (struct iovec){ b->buf, b->t.len };
+		b->t.iovcnt = 1;
+	}
+}
+
+static struct uroce_netaddr dst_of(const struct side *s)
+{
+	struct uroce_netaddr d;
+
+	memcpy(d.gid, s->peer.gid, 16);
+	d.port = 4791;
+	return d;
+}
+
+/* ------------------------------------------------------------ receiving */
+
+struct rxlog {
+	struct side *s;
+	unsigned n, bad;                 /* packets seen; packets failing a check */
+	uint32_t psn[512];
+	size_t plen[512];
+	enum uroce_icrc_status st[512];
+	uint16_t ip_id[512];
+	uint16_t sport[NQP];             /* source port seen per peer QP index (by PSN range) */
+	uint32_t dqpn[512];
+	uint16_t from_port[512];
+};
+
+static int on_rx(void *arg, struct uroce_rxpkt *p)
+{
+	struct rxlog *l = arg;
+	struct side *s = l->s;
+	bool mine = false, ok = true;
+
+	for (int i = 0; i < NQP; i++)
+		mine |= p->pkt.bth.dqpn == s->me.qpn[i];
+	CHECK(mine, "%s got a packet for QPN %u, which it does not own", s->name, p->pkt.bth.dqpn);
+	CHECK(!memcmp(p->src.gid, s->peer.gid, 16), "%s: source GID is not the peer's", s->name);
+	CHECK(!memcmp(p->dgid, s->me.gid, 16), "%s: destination GID is not ours", s->name);
+	CHECK(p->src.port >= 0xC000, "%s: source port %#x outside 0xC000-0xFFFF", s->name, p->src.port);
+	CHECK(p->pkt.bth.opcode == UROCE_OP_SEND_ONLY, "%s: opcode %#x", s->name, p->pkt.bth.opcode);
+	CHECK(p->pkt.payload == p->buf + UROCE_BTH_LEN, "%s: payload pointer", s->name);
+	for (size_t i = 0; i < p->pkt.payload_len; i++)
+		if (p->pkt.payload[i] != pattern(p->pkt.bth.psn, i)) {
+			ok = false;
+			break;
+		}
+	CHECK(ok, "%s: payload of PSN %u differs", s->name, p->pkt.bth.psn);
+	if (s->family == AF_INET) {
+		/* The header as the sender sent it, for a UD GRH area. */
+		CHECK(p->ipv4_hdr[0] == 0x45 && p->ipv4_hdr[9] == 17 &&
+		      !memcmp(p->ipv4_hdr + 12, p->src.gid + 12, 4) &&
+		      !memcmp(p->ipv4_hdr + 16, p->dgid + 12, 4) &&
+		      uroce_get_be16(p->ipv4_hdr + 2) == 28 + p->len,
+		      "%s: IPv4 header for the GRH area", s->name);
+	}
+	if (l->n < 512) {
+		l->psn[l->n] = p->pkt.bth.psn;
+		l->plen[l->n] = p->pkt.payload_len;
+		l->st[l->n] = p->pkt.icrc_status;
+		l->ip_id[l->n] = p->pkt.ip_id;
+		l->dqpn[l->n] = p->pkt.bth.dqpn;
+		l->from_port[l->n] = p->src.port;
+	}
+	l->n++;
+	return 0;
+}
+
+/* Poll until @want packets arrived (and, with @bad_want, that many BAD_ICRC drops). */
+static bool rx_until(struct side *s, struct rxlog *l, unsigned want, uint64_t bad_want)
+{
+	uint64_t end = now_ms() + DEADLINE_MS;
+	struct uroce_netio_stats st;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = uroce_netio_fd(s->nio), .events = POLLIN };
+
+		while (uroce_netio_poll(s->nio, 8, on_rx, l) > 0)
+			;
+		uroce_netio_stats(s->nio, &st);
+		if (l->n >= want && st.rx_drop[UROCE_RX_BAD_ICRC] >= bad_want)
+			return true;
+		if (now_ms() >= end)
+			return false;
+		poll(&pfd, 1, 100);
+	}
+}
+
+/* ------------------------------------------------------------ scenarios */
+
+static uint64_t rx_default(struct uroce_ipc *ipc, const char *dev)
+{
+	struct uroce_dev_stats *st = NULL;
+	unsigned n = 0;
+	uint64_t v = 0;
+
+	if (uroce_ipc_dev_stats(ipc, &st, &n) == 0)
+		for (unsigned i = 0; i < n; i++)
+			if (!strcmp(st[i].name, dev))
+				v = st[i].rx_default;
+	free(st);
+	return v;
+}
+
+#define BASIC_N 24
+
+static void scenario_basic(struct side *s, const char *dev)
+{
+	static struct built b;
+	struct uroce_netaddr d = dst_of(s);
+	struct rxlog *l = calloc(1, sizeof(*l));
+	struct uroce_netio_stats st;
+	/* The largest payload the netdev's MTU lets through (IP, UDP, BTH, ICRC). */
+	size_t max_pl = (s->dev.info.netdev_mtu - (s->family == AF_INET ? 20 : 40) - 8 - 12 - 4) & ~3u;
+	uint64_t def1, errors = 0;
+	char sync = 0;
+	int ret;
+
+	l->s = s;
+	/* Sizes around the pad boundaries and up to a 4096-byte MTU (capped by the netdev). */
+	for (uint32_t i = 0; i < BASIC_N; i++) {
+		static const size_t sizes[] = { 0, 1, 2, 3, 4, 5, 63, 64, 255, 1024, 1500, 4096 };
+		size_t plen = sizes[i % 12] < max_pl ? sizes[i % 12] : max_pl;
+
+		/* QP i%2 sends to the peer's QP i%2: each of our senders, each of its QPs. */
+		build(&b, s->peer.qpn[i % NQP], i, plen, i & 2);
+		ret = uroce_netio_send(s->tx[i % NQP], &d, &b.t, 1);
+		CHECK(ret == 1, "%s: send %u returned %d", s->name, i, ret);
+	}
+	/* One packet too big for the netdev: EMSGSIZE (DF), counted as a send error and
+	 * reported as sent (the transport's retransmission will not help, but the QP's path
+	 * MTU keeps this from happening). */
+	if (max_pl + 8 < sizeof(b.payload)) {
+		build(&b, s->peer.qpn[0], 500, max_pl + 8, false);
+		ret = uroce_netio_send(s->tx[0], &d, &b.t, 1);
+		CHECK(ret == 1, "%s: oversized send returned %d", s->name, ret);
+		errors = 1;
+	}
+	/* QP1 belongs to no client: the peer's daemon gets it (its rx_default), not the peer. */
+	build(&b, 1, 999, 8, false);
+	ret = uroce_netio_send(s->tx[0], &d, &b.t, 1);
+	CHECK(ret == 1, "%s: send to QP1: %d", s->name, ret);
+
+	CHECK(rx_until(s, l, BASIC_N, 0), "%s: got %u of %d packets", s->name, l->n, BASIC_N);
+	for (unsigned i = 0; i < l->n && i < 512; i++) {
+		uint32_t psn = l->psn[i];
+
+		CHECK(l->st[i] == UROCE_ICRC_OK, "%s: PSN %u ICRC status %d, want a full match (ID 0)",
+		      s->name, psn, l->st[i]);
+		CHECK(l->dqpn[i] == s->me.qpn[psn % NQP], "%s: PSN %u reached QPN %u", s->name, psn,
+		      l->dqpn[i]);
+		/* One QP, one source port. */
+		if (!l->sport[psn % NQP])
+			l->sport[psn % NQP] = l->from_port[i];
+		CHECK(l->sport[psn % NQP] == l->from_port[i], "%s: QP's source port changed", s->name);
+	}
+	uroce_netio_stats(s->nio, &st);
+	CHECK(st.tx_packets == BASIC_N + 1, "%s: tx_packets %llu", s->name, (unsigned long long)st.tx_packets);
+	CHECK(st.tx_errors == errors, "%s: tx_errors %llu", s->name, (unsigned long long)st.tx_errors);
+	CHECK(st.rx_packets == BASIC_N, "%s: rx_packets %llu", s->name, (unsigned long long)st.rx_packets);
+
+	/* On lo both sides share one daemon, which gets two QP1 packets. */
+	{
+		uint64_t want = s->rx_default0 + (s->dev.info.ifindex == 1 ? 2 : 1);
+
+		for (uint64_t end = now_ms() + DEADLINE_MS; now_ms() < end;) {
+			if (rx_default(s->ipc, dev) >= want)
+				break;
+			poll(NULL, 0, 10);
+		}
+		def1 = rx_default(s->ipc, dev);
+		CHECK(def1 >= want, "%s: the daemon's rx_default went %llu -> %llu, want %llu", s->name,
+		      (unsigned long long)s->rx_default0, (unsigned long long)def1,
+		      (unsigned long long)want);
+	}
+	/* Both done before either closes; then nothing more may have arrived. */
+	ctl_send(s, &sync, 1);
+	ctl_recv(s, &sync, 1);
+	while (uroce_netio_poll(s->nio, 8, on_rx, l) > 0)
+		;
+	CHECK(l->n == BASIC_N, "%s: %u packets in the end", s->name, l->n);
+	uroce_netio_stats(s->nio, &st);
+	for (int e = 0; e < UROCE_RX_NUM; e++)
+		CHECK(st.rx_drop[e] == 0, "%s: %llu drops for %s", s->name,
+		      (unsigned long long)st.rx_drop[e], uroce_rx_err_name(e));
+	free(l);
+}
+
+#define GSO_N 41
+
+static void scenario_gso(struct side *s)
+{
+	static struct built b[GSO_N];
+	struct uroce_txpkt t[GSO_N];
+	struct uroce_netaddr d = dst_of(s);
+	struct uroce_netio_stats st;
+	char sync = 0;
+
+	if (!strcmp(s->name, "B")) {
+		for (int i = 0; i < GSO_N; i++) {
+			build(&b[i], s->peer.qpn[0], (uint32_t)i, i == GSO_N - 1 ? 100 : 1024, i % 3 == 0);
+			t[i] = b[i].t;
+		}
+		int ret = uroce_netio_send(s->tx[0], &d, t, GSO_N);
+		CHECK(ret == GSO_N, "B: send returned %d", ret);
+		uroce_netio_stats(s->nio, &st);
+		CHECK(st.tx_gso_sends == 1, "B: %llu GSO sends, want 1", (unsigned long long)st.tx_gso_sends);
+		CHECK(st.tx_packets == GSO_N, "B: tx_packets %llu", (unsigned long long)st.tx_packets);
+		ctl_recv(s, &sync, 1);
+		return;
+	}
+	struct rxlog *l = calloc(1, sizeof(*l));
+	bool gro = !getenv("UROCE_NETIO_GRO");
+
+	l->s = s;
+	CHECK(rx_until(s, l, GSO_N, 0), "A: got %u of %d", l->n, GSO_N);
+	for (unsigned i = 0; i < l->n && i < GSO_N; i++) {
+		CHECK(l->psn[i] == i, "A: packet %u has PSN %u (order)", i, l->psn[i]);
+		CHECK(l->plen[i] == (i == GSO_N - 1 ? 100u : 1024u), "A: packet %u length %zu", i, l->plen[i]);
+		if (s->family == AF_INET && i > 0)
+			CHECK(l->st[i] == UROCE_ICRC_OK_ID && l->ip_id[i] == i,
+			      "A: segment %u: ICRC status %d ID %u, want OK_ID with ID %u", i, l->st[i],
+			      l->ip_id[i], i);
+		else
+			CHECK(l->st[i] == UROCE_ICRC_OK, "A: segment %u: ICRC status %d", i, l->st[i]);
+	}
+	uroce_netio_stats(s->nio, &st);
+	if (gro)
+		CHECK(st.rx_gro_datagrams >= 1, "A: no coalesced datagram with UDP_GRO");
+	else
+		CHECK(st.rx_gro_datagrams == 0, "A: coalesced datagrams without UDP_GRO");
+	CHECK(st.rx_packets == GSO_N, "A: rx_packets %llu", (unsigned long long)st.rx_packets);
+	ctl_send(s, &sync, 1);
+	free(l);
+}
+
+/* B captures its own outgoing frames on lo. */
+static int open_capture(int family)
+{
+	/* ETH_P_ALL: only those taps see outgoing packets (dev_queue_xmit_nit). */
+	int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_ALL));
+	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
+				  .sll_ifindex = (int)if_nametoindex("lo") };
+
+	(void)family;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read captured outgoing RoCE frames; check each; return how many. */
+static unsigned read_capture(int fd, int family, int *ids, unsigned max)
+{
+	unsigned n = 0;
+	uint8_t f[70000];
+
+	for (;;) {
+		struct sockaddr_ll from;
+		socklen_t fl = sizeof(from);
+		ssize_t r = recvfrom(fd, f, sizeof(f), 0, (struct sockaddr *)&from, &fl);
+		size_t ihl;
+		const uint8_t *udp;
+
+		if (r < 0)
+			break;
+		if (from.sll_pkttype != PACKET_OUTGOING ||
+		    from.sll_protocol != htons(family == AF_INET ? ETH_P_IP : ETH_P_IPV6))
+			continue;
+		if (family == AF_INET) {
+			if (r < 28 || f[9] != 17)
+				continue;
+			ihl = (size_t)(f[0] & 15) * 4;
+		} else {
+			if (r < 48 || f[6] != 17)
+				continue;
+			ihl = 40;
+		}
+		udp = f + ihl;
+		if (uroce_get_be16(udp + 2) != 4791)
+			continue;
+		size_t plen = (size_t)r - ihl - 8;
+
+		CHECK(uroce_icrc_frame_ok(family, f, ihl, udp, udp + 8, plen),
+		      "B: captured frame %u: ICRC does not verify over the header on the wire", n);
+		if (n < max)
+			ids[n] = family == AF_INET ? uroce_get_be16(f + 4) : -1;
+		if (family == AF_INET)
+			CHECK(f[6] & 0x40, "B: captured frame %u without DF", n);
+		n++;
+	}
+	return n;
+}
+
+static void scenario_wire(struct side *s)
+{
+	static struct built b[GSO_N];
+	struct uroce_txpkt t[GSO_N];
+	struct uroce_netaddr d = dst_of(s);
+	int ids[GSO_N * 2];
+	unsigned n;
+	char sync = 0;
+	int fd, ret;
+
+	if (strcmp(s->name, "B")) {
+		/* A just drains. */
+		struct rxlog *l = calloc(1, sizeof(*l));
+
+		l->s = s;
+		CHECK(rx_until(s, l, 4 + 8, 0), "A: got %u of 12", l->n);
+		ctl_send(s, &sync, 1);
+		free(l);
+		return;
+	}
+	fd = open_capture(s->family);
+	CHECK(fd >= 0, "B: no AF_PACKET socket: %s", strerror(errno));
+	if (fd < 0)
+		exit(1);
+	/* 4 single sends: IPv4 ID 0 each. */
+	for (int i = 0; i < 4; i++) {
+		build(&b[i], s->peer.qpn[0], (uint32_t)i, 200 + (size_t)i, i & 1);
+		ret = uroce_netio_send(s->tx[i & 1], &d, &b[i].t, 1);
+		CHECK(ret == 1, "B: send %d: %d", i, ret);
+	}
+	for (uint64_t end = now_ms() + DEADLINE_MS; now_ms() < end;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		if (poll(&pfd, 1, 100) == 1)
+			break;
+	}
+	n = read_capture(fd, s->family, ids, GSO_N * 2);
+	CHECK(n == 4, "B: captured %u of 4 single sends", n);
+	for (unsigned i = 0; i < n && i < 4; i++)
+		CHECK(ids[i] == 0 || ids[i] == -1, "B: single send %u left with IPv4 ID %d", i, ids[i]);
+
+	/* A GSO batch of 8, segmented by the kernel before the capture point. */
+	if (system("ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1") != 0) {
+		printf("SKIP part: cannot turn off tx-udp-segmentation on lo\n");
+	} else {
+		for (int i = 0; i < 8; i++) {
+			build(&b[i], s->peer.qpn[0], 100 + (uint32_t)i, i == 7 ? 50 : 512, i & 1);
+			t[i] = b[i].t;
+		}
+		ret = uroce_netio_send(s->tx[0], &d, t, 8);
+		CHECK(ret == 8, "B: GSO send: %d", ret);
+		for (uint64_t end = now_ms() + DEADLINE_MS; now_ms() < end;) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+			if (poll(&pfd, 1, 100) == 1)
+				break;
+		}
+		n = read_capture(fd, s->family, ids, GSO_N * 2);
+		CHECK(n == 8, "B: captured %u of 8 GSO segments", n);
+		for (unsigned i = 0; i < n && i < 8; i++)
+			CHECK(ids[i] == (s->family == AF_INET ? (int)i : -1),
+			      "B: GSO segment %u left with IPv4 ID %d", i, ids[i]);
+	}
+	close(fd);
+	ctl_recv(s, &sync, 1);
+}
+
+#define FAULT_SPEC "drop=0.1,dup=0.1,reorder=0.1,corrupt=0.15,seed=11"
+#define FAULT_N 300
+#define FAULT_CHUNK 30
+
+struct fault_expect {
+	uint64_t valid, bad, drop, dup, reorder, corrupt;
+};
+
+/* Replay fault.h's decisions for the packets B sends, with netio's documented semantics:
+ * drop sends nothing; dup sends twice; corrupt spoils every copy; reorder holds the packet
+ * and sends it after the next one (or sends an earlier held one first). */
+struct fault_model {
+	struct uroce_fault f;
+	bool held, held_bad;
+	struct fault_expect e;
+};
+
+static void model_step(struct fault_model *m, size_t len)
+{
+	struct uroce_fault_action a = uroce_fault_decide(&m->f, len);
+	bool bad = a.flags & UROCE_FAULT_CORRUPT;
+
+	if (a.flags & UROCE_FAULT_DROP) {
+		m->e.drop++;
+		return;
+	}
+	m->e.corrupt += bad;
+	if (a.flags & UROCE_FAULT_REORDER) {
+		m->e.reorder++;
+		if (m->held)
+			*(m->held_bad ? &m->e.bad : &m->e.valid) += 1;
+		m->held = true;
+		m->held_bad = bad;
+		if (a.flags & UROCE_FAULT_DUP) {
+			m->e.dup++;
+			*(bad ? &m->e.bad : &m->e.valid) += 1;
+		}
+		return;
+	}
+	*(bad ? &m->e.bad : &m->e.valid) += 1;
+	if (a.flags & UROCE_FAULT_DUP) {
+		m->e.dup++;
+		*(bad ? &m->e.bad : &m->e.valid) += 1;
+	}
+	if (m->held) {
+		*(m->held_bad ? &m->e.bad : &m->e.valid) += 1;
+		m->held = false;
+	}
+}
+
+static void scenario_fault(struct side *s)
+{
+	static struct built b;
+	struct uroce_netaddr d = dst_of(s);
+	struct uroce_netio_stats st;
+	struct fault_expect e;
+	char err[128];
+
+	if (!strcmp(s->name, "B")) {
+		struct fault_model m = { 0 };
+		uint32_t psn = 0;
+
+		CHECK(uroce_fault_parse(&m.f, FAULT_SPEC, err, sizeof(err)) == 0, "model: %s", err);
+		for (int c = 0; c < FAULT_N / FAULT_CHUNK; c++) {
+			for (int i = 0; i < FAULT_CHUNK; i++, psn++) {
+				build(&b, s->peer.qpn[0], psn, 32 + psn % 64, psn & 1);
+				/* The caller's payload must come back untouched (corrupt copies). */
+				uint8_t before[200];
+
+				memcpy(before, b.payload, 32 + psn % 64);
+				int ret = uroce_netio_send(s->tx[0], &d, &b.t, 1);
+				CHECK(ret == 1, "B: send %u: %d", psn, ret);
+				CHECK(!memcmp(before, b.payload, 32 + psn % 64),
+				      "B: fault injection wrote to the caller's payload");
+				model_step(&m, b.t.len);
+			}
+			e = m.e;
+			ctl_send(s, &e, sizeof(e));
+			ctl_recv(s, &e, 1);  /* A has them all */
+		}
+		uroce_netio_stats(s->nio, &st);
+		CHECK(st.fault_drop == m.e.drop && st.fault_dup == m.e.dup &&
+		      st.fault_reorder == m.e.reorder && st.fault_corrupt == m.e.corrupt,
+		      "B: fault counters drop %llu dup %llu reorder %llu corrupt %llu; model %llu %llu %llu %llu",
+		      (unsigned long long)st.fault_drop, (unsigned long long)st.fault_dup,
+		      (unsigned long long)st.fault_reorder, (unsigned long long)st.fault_corrupt,
+		      (unsigned long long)m.e.drop, (unsigned long long)m.e.dup,
+		      (unsigned long long)m.e.reorder, (unsigned long long)m.e.corrupt);
+		CHECK(m.e.drop && m.e.dup && m.e.reorder && m.e.corrupt, "model: every fault happened");
+		CHECK(st.tx_packets == m.e.valid + m.e.bad, "B: tx_packets %llu, model %llu",
+		      (unsigned long long)st.tx_packets, (unsigned long long)(m.e.valid + m.e.bad));
+		return;
+	}
+	struct rxlog *l = calloc(1, sizeof(*l));
+	unsigned dups = 0, back = 0;
+
+	l->s = s;
+	for (int c = 0; c < FAULT_N / FAULT_CHUNK; c++) {
+		char ack = 0;
+
+		ctl_recv(s, &e, sizeof(e));
+		CHECK(rx_until(s, l, (unsigned)e.valid, e.bad), "A: chunk %d: %u valid of %llu", c, l->n,
+		      (unsigned long long)e.valid);
+		ctl_send(s, &ack, 1);
+	}
+	while (uroce_netio_poll(s->nio, 8, on_rx, l) > 0)
+		;
+	uroce_netio_stats(s->nio, &st);
+	CHECK(l->n == e.valid, "A: %u valid packets, model %llu", l->n, (unsigned long long)e.valid);
+	CHECK(st.rx_drop[UROCE_RX_BAD_ICRC] == e.bad, "A: %llu BAD_ICRC drops, model %llu",
+	      (unsigned long long)st.rx_drop[UROCE_RX_BAD_ICRC], (unsigned long long)e.bad);
+	for (unsigned i = 1; i < l->n && i < 512; i++) {
+		dups += l->psn[i] == l->psn[i - 1];
+		back += l->psn[i] < l->psn[i - 1];
+	}
+	CHECK(dups > 0, "A: no duplicate seen");
+	CHECK(back > 0, "A: no reordering seen");
+	free(l);
+}
+
+/* ------------------------------------------------------------ main */
+
+static void join_netns(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		fprintf(stderr, "setns %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+}
+
+static int run(struct side *s, const char *scen, const char *dev, int family, const char *ns)
+{
+	if (ns)
+		join_netns(ns);
+	if (!strcmp(scen, "fault") && !strcmp(s->name, "B"))
+		setenv(UROCE_FAULT_ENV, FAULT_SPEC, 1);
+	side_open(s, dev, family);
+	if (!strcmp(scen, "basic"))
+		scenario_basic(s, dev);
+	else if (!strcmp(scen, "gso"))
+		scenario_gso(s);
+	else if (!strcmp(scen, "wire"))
+		scenario_wire(s);
+	else if (!strcmp(scen, "fault"))
+		scenario_fault(s);
+	side_close(s);
+	printf("%s: ", s->name);
+	return check_summary();
+}
+
+int main(int argc, char **argv)
+{
+	static struct side a = { .name = "A" }, b = { .name = "B" };
+	const char *scen, *dev = "uroce0", *nsa = NULL, *nsb = NULL;
+	int sp[2], family, status, rc;
+	pid_t pid;
+
+	if (argc < 3 || (strcmp(argv[2], "v4") && strcmp(argv[2], "v6"))) {
+		fprintf(stderr, "usage: %s basic|gso|wire|fault v4|v6 [DEV [NETNS_A NETNS_B]]\n", argv[0]);
+		return 2;
+	}
+	scen = argv[1];
+	family = !strcmp(argv[2], "v4") ? AF_INET : AF_INET6;
+	if (argc > 3)
+		dev = argv[3];
+	if (argc > 5) {
+		nsa = argv[4];
+		nsb = argv[5];
+	}
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		close(sp[0]);
+		b.ctl = sp[1];
+		_exit(run(&b, scen, dev, family, nsb));
+	}
+	close(sp[1]);
+	a.ctl = sp[0];
+	rc = run(&a, scen, dev, family, nsa);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "B failed (status %#x)\n", status);
+		rc = 1;
+	}
+	return rc;
+}
