@@ -13,7 +13,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -103,6 +105,9 @@ void uroced_accept(struct uroced *d)
 			c->pid = cred.pid;
 			c->uid = cred.uid;
 		}
+		len = sizeof(c->sndbuf);
+		if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &c->sndbuf, &len) < 0)
+			c->sndbuf = 64 * 1024;
 		ev.events = EPOLLIN | EPOLLRDHUP;
 		ev.data.ptr = c;
 		if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -463,6 +468,14 @@ static void sync_netdevs(struct uroced *d)
 	uroced_flush_events(d);
 }
 
+/* Bytes sent to a client and not yet read by it. */
+static int queued(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQ, &n) < 0 ? 0 : n;
+}
+
 static void send_event(struct uroced *d, const struct uroce_dev_info *info, uint32_t type)
 {
 	struct uroce_ipc_resp ev;
@@ -481,8 +494,11 @@ static void send_event(struct uroced *d, const struct uroce_dev_info *info, uint
 			continue;
 		ev.u.event.lost = c->ev_lost;
 		/* Never block on a client that does not read: drop and count; the next
-		 * event it gets says how many it missed. */
-		if (send(c->fd, &ev, sizeof(ev), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		 * event it gets says how many it missed.  Events may fill only half the
+		 * socket's buffer, so there is always room for the replies to its
+		 * requests (a failed reply would cost the client its connection). */
+		if (queued(c->fd) > c->sndbuf / 2 ||
+		    send(c->fd, &ev, sizeof(ev), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			c->ev_lost++;
 		else
 			c->ev_lost = 0;
@@ -682,6 +698,7 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			close(in_fd);  /* a descriptor nobody asked for */
 		if (req.op != UROCE_OP_CLIENT_GET)
 			resp.generation = d->generation;
+		resp.ev_lost = c->ev_lost;
 		/* fd (if any) is the daemon's own copy: the kernel duplicates it into
 		 * the message, we keep ours. */
 		if (send_reply(c->fd, &resp, resp.status ? -1 : fd) < 0) {
@@ -689,5 +706,6 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			drop_client(d, c);
 			return;
 		}
+		c->ev_lost = 0;  /* reported */
 	}
 }

@@ -168,6 +168,7 @@ struct uroce_client {
 	size_t ndevs;
 	uint32_t qpns;                   /* over all devices */
 	int subscribed;                  /* sends it events */
+	int sndbuf;                      /* SO_SNDBUF: events may use half */
 	uint32_t ev_lost;                /* events it missed (full socket buffer) */
 	/* The counters listing this client is walking (taken at index 0). */
 	struct uroce_cnt_pos *cnt_walk;

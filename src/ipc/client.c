@@ -399,6 +399,7 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 			take_fds(&mh, NULL);
 			continue;  /* late reply to an earlier, timed-out request */
 		}
+		ipc->ev_lost += resp->ev_lost;
 		take_fds(&mh, resp->status ? NULL : fd);
 		return resp->status;
 	}

@@ -173,8 +173,9 @@ enum uroce_ipc_event_type {
 
 struct uroce_ipc_event {
 	uint32_t type;                   /* enum uroce_ipc_event_type */
-	uint32_t lost;                   /* events dropped before this one (a full
-					  * socket buffer or client queue) */
+	uint32_t lost;                   /* events dropped (a full socket buffer or
+					  * client queue) since the last report; when
+					  * non-zero, re-read the devices */
 	struct uroce_dev_info info;      /* the device after the change */
 };
 

@@ -80,7 +80,9 @@ struct uroce_ipc_resp {
 	uint32_t seq;
 	int32_t status;                  /* 0 or -errno */
 	uint32_t count;                  /* list ops: number of elements */
-	uint32_t pad;
+	uint32_t ev_lost;                /* subscribed: events dropped since the last
+					  * report (the client adds them to the next
+					  * event's lost) */
 	uint64_t generation;             /* list ops: device table generation */
 	union {
 		uint32_t qpn;

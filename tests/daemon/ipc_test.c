@@ -42,6 +42,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -893,6 +895,34 @@ static int test_events(void)
 
 	CHECK(uroce_ipc_event(b, &ev) == -EAGAIN, "no events without subscribing");
 	CHECK(uroce_ipc_check(b) == 0 && uroce_ipc_check(a) == 0, "both alive");
+
+	/* A subscriber that does not read: 400 MTU changes on lo, each made visible
+	 * by a query on b (the daemon applies netdev changes before answering).  a's
+	 * next call must still get its reply, and the events it then reads report
+	 * the ones it lost. */
+	{
+		struct ifreq ifr;
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		unsigned got = 0, lost = 0;
+		uint32_t q;
+
+		REQUIRE(s >= 0, "socket");
+		memset(&ifr, 0, sizeof(ifr));
+		strcpy(ifr.ifr_name, "lo");
+		for (int i = 0; i < 400; i++) {
+			ifr.ifr_mtu = 60000 + (i & 1);
+			REQUIRE(!ioctl(s, SIOCSIFMTU, &ifr), "set lo mtu");
+			REQUIRE(!uroce_ipc_devices(b, &devs, &n), "sync");
+			free(devs);
+		}
+		close(s);
+		CHECK(!uroce_ipc_qpn_alloc(a, "uroce0", &q), "a call despite 400 unread events");
+		while (uroce_ipc_event(a, &ev) == 0) {
+			got += ev.type == UROCE_EV_MTU_CHANGE;
+			lost += ev.lost;
+		}
+		CHECK(got > 0 && lost > 0 && got + lost >= 400, "events read %u + lost %u", got, lost);
+	}
 
 	/* Daemon gone: after the queued events, -ECONNRESET. */
 	pid = daemon_pid(b);
