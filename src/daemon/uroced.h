@@ -2,10 +2,12 @@
  *
  * One file per concern:
  *   main.c      arguments, detaching, signals, the event loop
- *   server.c    the IPC listener and clients, request dispatch (proto.h)
+ *   server.c    the IPC listener and clients, request dispatch (proto.h), QPNs
+ *               held per client, events to subscribers
  *   devtable.c  devices: netdev attributes and the GID table
  *   qpn.c       the pool of QPN blocks of a device
  *   rxgroup.c   receive steering: the device's SO_REUSEPORT group on UDP 4791
+ *   counters.c  clients' shared-memory counters blocks, read for `uroce stat`
  *   state.c     the saved device table (survives a daemon restart)
  *   rtnl.c      rtnetlink watch: addresses and links change under us
  *
