@@ -1,8 +1,10 @@
 /* state.c — the saved device table, so `uroce link add` survives a daemon restart
  * (the kernel keeps rxe links until reboot; our daemon comes and goes on demand).
  *
- * One file per network namespace, named by the namespace's inode (the identity
- * of /proc/self/ns/net), in $UROCE_STATE_DIR, else /var/lib/uroce for root, else
+ * One file per network namespace: netns-name-NAME.links for a namespace that
+ * `ip netns` named (/run/netns/NAME is our namespace; the name survives a reboot,
+ * the inode does not), else netns-INODE.links by the inode of /proc/self/ns/net;
+ * in $UROCE_STATE_DIR, else /var/lib/uroce for root, else
  * ${XDG_STATE_HOME:-~/.local/state}/uroce.  The format is the command that made
  * each link, one per line:   link NAME netdev IF
  * A missing file means "never configured" (the daemon adds uroce0 on lo); an empty
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,8 +48,35 @@ static int mkdirs(const char *dir, mode_t mode)
 	return access(tmp, W_OK) ? -errno : 0;
 }
 
+/* The `ip netns` name of the namespace with this inode, if any: a file in
+ * /run/netns (a bind mount of the namespace) with the same inode. */
+static int netns_name(uint64_t netns_inode, char *name, size_t size)
+{
+	DIR *dir = opendir("/run/netns");
+	struct dirent *e;
+	int found = 0;
+
+	if (!dir)
+		return 0;
+	while (!found && (e = readdir(dir))) {
+		char path[300];
+		struct stat st;
+
+		if (e->d_name[0] == '.' || strlen(e->d_name) >= size)
+			continue;
+		snprintf(path, sizeof(path), "/run/netns/%s", e->d_name);
+		if (!stat(path, &st) && (uint64_t)st.st_ino == netns_inode) {
+			strcpy(name, e->d_name);
+			found = 1;
+		}
+	}
+	closedir(dir);
+	return found;
+}
+
 int uroce_state_path(char *buf, size_t size, uint64_t netns_inode)
 {
+	char name[128];
 	const char *env = getenv("UROCE_STATE_DIR");
 	char dir[4096];
 	int n;
@@ -69,7 +99,10 @@ int uroce_state_path(char *buf, size_t size, uint64_t netns_inode)
 	n = mkdirs(dir, 0755);
 	if (n)
 		return n;
-	n = snprintf(buf, size, "%s/netns-%llu.links", dir, (unsigned long long)netns_inode);
+	if (netns_name(netns_inode, name, sizeof(name)))
+		n = snprintf(buf, size, "%s/netns-name-%s.links", dir, name);
+	else
+		n = snprintf(buf, size, "%s/netns-%llu.links", dir, (unsigned long long)netns_inode);
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 

@@ -45,6 +45,9 @@ $B $UROCE link add uroce1 netdev vb || fail "link add in b"
 $A $UROCE link show uroce1 -d | grep -q '::ffff:192.0.2.1' || fail "a's GID"
 $B $UROCE link show uroce1 -d | grep -q '::ffff:192.0.2.2' || fail "b's GID"
 $B $UROCE link show uroce1 -d | grep -q '::ffff:192.0.2.1' && fail "a's address in b's table"
+# Saved per namespace, under its ip-netns name.
+grep -qx 'link uroce1 netdev va' "$UROCE_STATE_DIR/netns-name-a.links" || fail "a's state file"
+grep -qx 'link uroce1 netdev vb' "$UROCE_STATE_DIR/netns-name-b.links" || fail "b's state file"
 $A $UROCE link del uroce1 || fail "link del in a"
 $B $UROCE link show uroce1 >/dev/null || fail "b's link survives a's del"
 
