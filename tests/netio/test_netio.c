@@ -387,6 +387,39 @@ static void scenario_basic(struct side *s, const char *dev)
 	CHECK(st.tx_errors == errors, "%s: tx_errors %llu", s->name, (unsigned long long)st.tx_errors);
 	CHECK(st.rx_packets == BASIC_N, "%s: rx_packets %llu", s->name, (unsigned long long)st.rx_packets);
 
+	/* The counters are published to uroced (what `uroce stat show` prints). */
+	{
+		struct uroce_cnt_record *recs = NULL;
+		unsigned n = 0, found = 0;
+
+		CHECK(uroce_ipc_counters(s->ipc, &recs, &n) == 0, "%s: counters list", s->name);
+		for (unsigned i = 0; i < n; i++) {
+			if (recs[i].pid != getpid() || recs[i].qpn || strcmp(recs[i].dev, dev))
+				continue;
+			for (unsigned k = 0; k < recs[i].n; k++) {
+				uint64_t v = recs[i].c[k].value;
+
+				if (!strcmp(recs[i].c[k].name, "tx_packets")) {
+					found++;
+					CHECK(v == st.tx_packets, "%s: published tx_packets %llu",
+						       s->name, (unsigned long long)v);
+				}
+				if (!strcmp(recs[i].c[k].name, "rx_packets")) {
+					found++;
+					CHECK(v == st.rx_packets, "%s: published rx_packets %llu",
+						       s->name, (unsigned long long)v);
+				}
+				if (!strcmp(recs[i].c[k].name, "tx_errors")) {
+					found++;
+					CHECK(v == st.tx_errors, "%s: published tx_errors %llu",
+						       s->name, (unsigned long long)v);
+				}
+			}
+		}
+		CHECK(found == 3, "%s: %u of 3 counters published for pid %d", s->name, found, (int)getpid());
+		free(recs);
+	}
+
 	/* On lo both sides share one daemon, which gets two QP1 packets. */
 	{
 		uint64_t want = s->rx_default0 + (s->dev.info.ifindex == 1 ? 2 : 1);
