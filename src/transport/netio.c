@@ -271,13 +271,16 @@ int uroce_netio_fd(const struct uroce_netio *nio)
 /* ---------------------------------------------------------------- send sockets */
 
 /* Soft-RoCE's range (0xC000-0xFFFF), spread by a hash of the QPN so that ECMP and RSS see
- * different flows for different QPs. */
-static uint16_t sport_for(uint32_t qpn)
+ * different flows for different QPs.  @probe > 0 gives the next candidates when the port is
+ * held by a socket we cannot share it with. */
+static uint16_t sport_for(uint32_t qpn, unsigned probe)
 {
-	uint32_t h = qpn * 0x9E3779B1u;  /* Fibonacci hashing: the top bits mix all of qpn */
+	uint32_t h = (qpn * 0x9E3779B1u) >> 18;  /* Fibonacci hashing: the top bits mix all of qpn */
 
-	return (uint16_t)(SPORT_BASE | (h >> 18));
+	return (uint16_t)(SPORT_BASE | ((h + probe * 0x9E5u) & 0x3FFFu));
 }
+
+#define SPORT_PROBES 32
 
 static void to_sockaddr(const uint8_t gid[16], uint16_t port, uint32_t ifindex,
 			struct sockaddr_storage *ss, socklen_t *len)
@@ -323,7 +326,6 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 		return -ENOMEM;
 	tx->nio = nio;
 	memcpy(tx->sgid, sgid, 16);
-	tx->sport = sport_for(qpn);
 	tx->gso = nio->gso;
 	tx->family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
 	tx->fd = socket(tx->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
@@ -357,10 +359,17 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	}
 	if (setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) < 0)
 		(void)setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-	to_sockaddr(sgid, tx->sport, nio->ifindex, &ss, &sl);
-	if (bind(tx->fd, (struct sockaddr *)&ss, sl) < 0) {
-		ret = -errno;
-		goto fail;
+	/* The QP's port, or, if another program holds it without SO_REUSEPORT (or as another
+	 * user), another one of the range: a QP must be able to send. */
+	for (unsigned probe = 0;; probe++) {
+		tx->sport = sport_for(qpn, probe);
+		to_sockaddr(sgid, tx->sport, nio->ifindex, &ss, &sl);
+		if (bind(tx->fd, (struct sockaddr *)&ss, sl) == 0)
+			break;
+		if (errno != EADDRINUSE || probe + 1 == SPORT_PROBES) {
+			ret = -errno;
+			goto fail;
+		}
 	}
 	if (nio->fault.enabled) {
 		tx->scratch = malloc(RX_BUF_GRO);

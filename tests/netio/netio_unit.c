@@ -1,9 +1,20 @@
-/* netio_unit.c — pieces of netio that need no sockets: the iovec ICRC against the wire
- * module's (contiguous, ID 0) and against a full IPv4 header with Identification k (what
- * a GSO segment carries), the ICRC slot split over pieces, the source-port hash range. */
+/* netio_unit.c — pieces of netio without a daemon.
+ *
+ *   test_netio_unit          the iovec ICRC against the wire module's (contiguous, ID 0) and
+ *                            against a full IPv4 header with Identification k (what a GSO
+ *                            segment carries), the ICRC slot split over pieces, the
+ *                            source-port hash range
+ *   test_netio_unit sockets  (in a private network namespace, lo up) the send sockets: two
+ *                            QPs with one source port coexist; a datagram sent to that port
+ *                            is dropped by the filter, queued on neither; a program's
+ *                            exclusive socket on the port cannot be joined, and a QP whose
+ *                            port is held that way gets another port of the range. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
+#include <poll.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "transport/netio.c"   /* statics: sport_for, put_icrc */
@@ -14,11 +25,88 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 		p[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 5));
 }
 
-int main(void)
+static uint32_t sock_drops(int fd)
+{
+	uint32_t mi[SK_MEMINFO_VARS] = { 0 };
+	socklen_t l = sizeof(mi);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &l) < 0)
+		return 0;
+	return mi[SK_MEMINFO_DROPS];
+}
+
+static int test_sockets(void)
+{
+	static const uint8_t lo4[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1 };
+	struct uroce_netio nio;
+	struct uroce_netio_tx *t1 = NULL, *t2 = NULL, *t3 = NULL;
+	uint32_t q1 = 1000, q2;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char buf[64];
+	int s, ex, ret;
+
+	memset(&nio, 0, sizeof(nio));
+	nio.gso = true;
+	for (q2 = q1 + 1; sport_for(q2, 0) != sport_for(q1, 0); q2++)
+		;
+	CHECK(uroce_netio_tx_open(&nio, lo4, q1, &t1) == 0, "first QP");
+	ret = uroce_netio_tx_open(&nio, lo4, q2, &t2);
+	CHECK(ret == 0, "second QP on the same port %#x: %d", sport_for(q1, 0), ret);
+	if (!t1 || !t2)
+		return check_summary();
+	CHECK(t1->sport == t2->sport, "same port");
+
+	/* Send to that port: the filter drops it on whichever member the kernel picks. */
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	sa.sin_port = htons(t1->sport);
+	for (int i = 0; i < 8; i++)
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa)) == 1, "sendto");
+	{
+		struct timespec ts;
+		uint64_t end;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		end = (uint64_t)ts.tv_sec * 1000 + 5000;
+		while (sock_drops(t1->fd) + sock_drops(t2->fd) < 8) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			if ((uint64_t)ts.tv_sec * 1000 > end)
+				break;
+			poll(NULL, 0, 1);
+		}
+	}
+	CHECK(sock_drops(t1->fd) + sock_drops(t2->fd) == 8, "drops %u + %u, want 8",
+	      sock_drops(t1->fd), sock_drops(t2->fd));
+	CHECK(recv(t1->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing queued on 1");
+	CHECK(recv(t2->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing queued on 2");
+
+	/* An exclusive socket cannot join the port... */
+	ex = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == EADDRINUSE,
+	      "exclusive bind to a QP's port must fail");
+	close(ex);
+	/* ...and a port held exclusively makes the QP probe further. */
+	ex = socket(AF_INET, SOCK_DGRAM, 0);
+	sa.sin_port = htons(sport_for(77, 0));
+	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) == 0, "hold port %#x", sport_for(77, 0));
+	ret = uroce_netio_tx_open(&nio, lo4, 77, &t3);
+	CHECK(ret == 0 && t3 && t3->sport != sport_for(77, 0) && t3->sport >= 0xC000,
+	      "QP with a held port: %d, port %#x", ret, t3 ? t3->sport : 0);
+	close(ex);
+	close(s);
+	uroce_netio_tx_close(t1);
+	uroce_netio_tx_close(t2);
+	uroce_netio_tx_close(t3);
+	return check_summary();
+}
+
+int main(int argc, char **argv)
 {
 	uint8_t pkt[600], ip[20], udp[8];
 	struct uroce_icrc_addr a4 = { .family = AF_INET, .sport = 0xC123, .dport = 4791 };
 	struct uroce_icrc_addr a6 = { .family = AF_INET6, .sport = 0xFFFF, .dport = 4791 };
+
+	if (argc > 1 && !strcmp(argv[1], "sockets"))
+		return test_sockets();
 
 	inet_pton(AF_INET, "192.0.2.1", &a4.src.v4);
 	inet_pton(AF_INET, "192.0.2.2", &a4.dst.v4);
@@ -82,7 +170,7 @@ int main(void)
 		unsigned seen_low = 0, seen_high = 0;
 
 		for (uint32_t q = 2; q < 5000; q++) {
-			uint16_t p = sport_for(q);
+			uint16_t p = sport_for(q, 0);
 
 			CHECK(p >= 0xC000, "QPN %u port %#x", q, p);
 			seen_low += p < 0xE000;
