@@ -1,6 +1,6 @@
 /* test_netio.c — netio (src/transport/netio.c) between two processes with a real uroced.
  *
- *   test_netio SCENARIO v4|v6 [DEV [NETNS_A NETNS_B]]
+ *   test_netio SCENARIO v4|v6|v6ll [DEV [NETNS_A NETNS_B]]      (v6ll: link-local GIDs)
  *
  * Process A (the parent) and process B (a child forked before either talks to uroced) each
  * open a daemon connection, a context (hand-made: netio only needs ctx->ipc and ctx->dev)
@@ -20,6 +20,8 @@
  *           the kernel segmenting (tx-udp-segmentation off): every IPv4 ID is 0 for single
  *           sends and k for GSO segment k, and every frame's ICRC verifies over the IP
  *           header as it is on the wire (what Linux Soft-RoCE checks).
+ *   threads B sends from two threads (a QP each, GSO batches), A drains with three threads
+ *           calling uroce_netio_poll concurrently: every packet arrives exactly once.
  *   fault   B sends with UROCE_FAULT; the expected outcome is replayed from the same seed
  *           (fault.h's decide): A gets exactly the expected valid packets and BAD_ICRC drops,
  *           sees duplicates and reordering, B's fault counters equal the model's.
@@ -34,6 +36,8 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +105,8 @@ static void ctl_recv(struct side *s, void *p, size_t n)
 	}
 }
 
+static bool link_local;           /* v6ll: use the IPv6 link-local GID (fe80::/10) */
+
 static int pick_gid(const struct uroce_dev_info *d, int family, uint8_t gid[16])
 {
 	for (unsigned i = 0; i < d->num_gids; i++) {
@@ -109,7 +115,7 @@ static int pick_gid(const struct uroce_dev_info *d, int family, uint8_t gid[16])
 
 		if (!d->gids[i].valid)
 			continue;
-		if ((family == AF_INET) == v4 && !(g[0] == 0xFE && (g[1] & 0xC0) == 0x80)) {
+		if ((family == AF_INET) == v4 && link_local == (g[0] == 0xFE && (g[1] & 0xC0) == 0x80)) {
 			memcpy(gid, g, 16);
 			return 0;
 		}
@@ -146,7 +152,7 @@ static void side_open(struct side *s, const char *devname, int family)
 	pthread_mutex_init(&s->dev.info_lock, NULL);
 	if (pick_gid(&s->dev.info, family, s->me.gid)) {
 		fprintf(stderr, "%s: %s has no %s GID\n", s->name, devname,
-			family == AF_INET ? "IPv4" : "IPv6");
+			family == AF_INET ? "IPv4" : link_local ? "IPv6 link-local" : "IPv6");
 		exit(1);
 	}
 	s->ctx.dev = &s->dev;
@@ -744,6 +750,134 @@ static void scenario_fault(struct side *s)
 	free(l);
 }
 
+/* threads: B sends from two threads (one QP each, GSO batches of 10), A drains with three
+ * threads calling uroce_netio_poll at once (its try-lock); every packet arrives once. */
+#define TH_SENDERS 2
+#define TH_POLLERS 3
+#define TH_ROUNDS 20
+#define TH_PER_ROUND 50          /* per sender per round */
+#define TH_TOTAL (TH_ROUNDS * TH_PER_ROUND)
+
+struct th {
+	struct side *s;
+	int idx, round;
+	atomic_uint seen[TH_SENDERS][TH_TOTAL];
+	atomic_uint total, wrong;
+	atomic_bool stop;
+};
+
+static int th_rx(void *arg, struct uroce_rxpkt *p)
+{
+	struct th *t = arg;
+	uint32_t psn = p->pkt.bth.psn, who = psn / 100000, seq = psn % 100000;
+
+	if (who >= TH_SENDERS || seq >= TH_TOTAL || p->pkt.bth.dqpn != t->s->me.qpn[who] ||
+	    p->pkt.payload_len != 256 || p->pkt.icrc_status == UROCE_ICRC_BAD)
+		atomic_fetch_add(&t->wrong, 1);
+	else
+		atomic_fetch_add(&t->seen[who][seq], 1);
+	atomic_fetch_add(&t->total, 1);
+	return 0;
+}
+
+static void *th_poller(void *arg)
+{
+	struct th *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		struct pollfd pfd = { .fd = uroce_netio_fd(t->s->nio), .events = POLLIN };
+
+		if (uroce_netio_poll(t->s->nio, 16, th_rx, t) == 0)
+			poll(&pfd, 1, 5);
+	}
+	return NULL;
+}
+
+struct th_sender {
+	struct side *s;
+	int who, round;
+	int err;
+};
+
+static void *th_send(void *arg)
+{
+	struct th_sender *ts = arg;
+	struct side *s = ts->s;
+	struct built *b = calloc(10, sizeof(*b));
+	struct uroce_txpkt t[10];
+	struct uroce_netaddr d = dst_of(s);
+
+	for (int k = 0; k < TH_PER_ROUND; k += 10) {
+		for (int i = 0; i < 10; i++) {
+			uint32_t seq = (uint32_t)(ts->round * TH_PER_ROUND + k + i);
+
+			build(&b[i], s->peer.qpn[ts->who], (uint32_t)ts->who * 100000 + seq, 256, i & 1);
+			t[i] = b[i].t;
+		}
+		if (uroce_netio_send(s->tx[ts->who], &d, t, 10) != 10)
+			ts->err++;
+	}
+	free(b);
+	return NULL;
+}
+
+static void scenario_threads(struct side *s)
+{
+	uint32_t expect;
+	char ack = 0;
+
+	if (!strcmp(s->name, "B")) {
+		for (int r = 0; r < TH_ROUNDS; r++) {
+			pthread_t th[TH_SENDERS];
+			struct th_sender ts[TH_SENDERS];
+
+			for (int w = 0; w < TH_SENDERS; w++) {
+				ts[w] = (struct th_sender){ .s = s, .who = w, .round = r };
+				pthread_create(&th[w], NULL, th_send, &ts[w]);
+			}
+			for (int w = 0; w < TH_SENDERS; w++) {
+				pthread_join(th[w], NULL);
+				CHECK(ts[w].err == 0, "B: sender %d round %d: %d short sends", w, r, ts[w].err);
+			}
+			expect = (uint32_t)((r + 1) * TH_PER_ROUND * TH_SENDERS);
+			ctl_send(s, &expect, sizeof(expect));
+			ctl_recv(s, &ack, 1);
+		}
+		return;
+	}
+	struct th *t = calloc(1, sizeof(*t));
+	pthread_t th[TH_POLLERS];
+	struct uroce_netio_stats st;
+
+	t->s = s;
+	for (int i = 0; i < TH_POLLERS; i++)
+		pthread_create(&th[i], NULL, th_poller, t);
+	for (int r = 0; r < TH_ROUNDS; r++) {
+		uint64_t end = now_ms() + DEADLINE_MS;
+
+		ctl_recv(s, &expect, sizeof(expect));
+		while (atomic_load(&t->total) < expect && now_ms() < end)
+			poll(NULL, 0, 1);
+		CHECK(atomic_load(&t->total) == expect, "A: round %d: %u of %u", r, atomic_load(&t->total),
+		      expect);
+		ctl_send(s, &ack, 1);
+	}
+	atomic_store(&t->stop, true);
+	for (int i = 0; i < TH_POLLERS; i++)
+		pthread_join(th[i], NULL);
+	CHECK(atomic_load(&t->wrong) == 0, "A: %u packets not as sent", atomic_load(&t->wrong));
+	for (int w = 0; w < TH_SENDERS; w++)
+		for (int q = 0; q < TH_TOTAL; q++)
+			if (atomic_load(&t->seen[w][q]) != 1) {
+				CHECK(0, "A: sender %d packet %d seen %u times", w, q, atomic_load(&t->seen[w][q]));
+				break;
+			}
+	uroce_netio_stats(s->nio, &st);
+	CHECK(st.rx_packets == TH_TOTAL * TH_SENDERS, "A: rx_packets %llu",
+	      (unsigned long long)st.rx_packets);
+	free(t);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void join_netns(const char *path)
@@ -772,6 +906,8 @@ static int run(struct side *s, const char *scen, const char *dev, int family, co
 		scenario_wire(s);
 	else if (!strcmp(scen, "fault"))
 		scenario_fault(s);
+	else if (!strcmp(scen, "threads"))
+		scenario_threads(s);
 	side_close(s);
 	printf("%s: ", s->name);
 	return check_summary();
@@ -784,12 +920,14 @@ int main(int argc, char **argv)
 	int sp[2], family, status, rc;
 	pid_t pid;
 
-	if (argc < 3 || (strcmp(argv[2], "v4") && strcmp(argv[2], "v6"))) {
-		fprintf(stderr, "usage: %s basic|gso|wire|fault v4|v6 [DEV [NETNS_A NETNS_B]]\n", argv[0]);
+	if (argc < 3 || (strcmp(argv[2], "v4") && strcmp(argv[2], "v6") && strcmp(argv[2], "v6ll"))) {
+		fprintf(stderr, "usage: %s basic|gso|wire|fault|threads v4|v6|v6ll [DEV [NETNS_A NETNS_B]]\n",
+			argv[0]);
 		return 2;
 	}
 	scen = argv[1];
 	family = !strcmp(argv[2], "v4") ? AF_INET : AF_INET6;
+	link_local = !strcmp(argv[2], "v6ll");
 	if (argc > 3)
 		dev = argv[3];
 	if (argc > 5) {
