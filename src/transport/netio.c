@@ -107,7 +107,10 @@ struct uroce_netio {
 	struct mmsghdr rx_msgs[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	struct sockaddr_in6 rx_names[RX_BATCH];
-	_Alignas(struct cmsghdr) uint8_t rx_cmsg[RX_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) * 3];
+	/* pktinfo, TOS, TTL, GRO size (112 bytes on x86-64), with room for a cmsg we did not
+	 * ask for (a truncated list could lose the GRO size: see MSG_CTRUNC below). */
+	_Alignas(struct cmsghdr) uint8_t rx_cmsg[RX_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+							  CMSG_SPACE(sizeof(int)) * 8];
 
 	pthread_mutex_t fault_lock;        /* the decision sequence is per context */
 	struct uroce_fault fault;
@@ -808,6 +811,14 @@ int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, 
 				continue;
 			}
 			parse_cmsgs(m, &meta);
+			if (m->msg_flags & MSG_CTRUNC) {
+				/* Without every cmsg we may not know the GRO segment size, and
+				 * a coalesced buffer read as one packet would fail validation
+				 * as a whole: count it as truncated instead. */
+				ctr_add(nio, C_RX_TRUNC, 1);
+				done++;
+				continue;
+			}
 			if (!meta.have_dst || m->msg_namelen < sizeof(struct sockaddr_in6)) {
 				/* Cannot check the ICRC without both addresses. */
 				count_drop(nio, UROCE_RX_BAD_ICRC);

@@ -47,7 +47,8 @@ void uroce_netio_close(struct uroce_netio *nio);
 int uroce_netio_fd(const struct uroce_netio *nio);
 
 /* A QP's sender.  @sgid is the source GID (from the QP's AV or the UD AH), @qpn picks the
- * UDP source port. */
+ * UDP source port.  (netio.c: if another program holds that port exclusively, the next
+ * candidates of the range are tried; -EADDRNOTAVAIL if @sgid is not a local address.) */
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
 			struct uroce_netio_tx **out);
 void uroce_netio_tx_close(struct uroce_netio_tx *tx);
@@ -82,7 +83,11 @@ struct uroce_rxpkt {
 typedef int (*uroce_netio_rx_fn)(void *arg, struct uroce_rxpkt *p);
 
 /* Drain up to @budget datagrams without blocking.  Returns the number of datagrams
- * consumed (valid or dropped), 0 when none was waiting (or another thread is draining). */
+ * consumed (valid or dropped), 0 when none was waiting (or another thread is draining).
+ * (netio.c: a buffer the kernel coalesced with UDP_GRO counts as its packets and is
+ * delivered whole once read, so the count is capped at @budget: a return of @budget means
+ * "budget used up, more may be waiting".  After fn returns non-zero, packets already read
+ * in the same batch are still delivered.) */
 int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg);
 
 /* Counters (also reported by `uroce stat`). */
@@ -96,7 +101,8 @@ struct uroce_netio_stats {
 	uint64_t tx_gso_sends;               /* sendmsg calls that carried > 1 packet (UDP_SEGMENT) */
 	uint64_t tx_short;                   /* sends cut short by a full socket buffer (EAGAIN/ENOBUFS) */
 	uint64_t rx_gro_datagrams;           /* datagrams the kernel coalesced (UDP_GRO), split here */
-	uint64_t rx_truncated;               /* datagrams larger than the receive buffer (not RoCE) */
+	uint64_t rx_truncated;               /* datagrams larger than the receive buffer (not RoCE),
+					      * or whose control data was cut (MSG_CTRUNC) */
 };
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
 /* The transport found no QP of this process for a valid packet's destination QPN (a
