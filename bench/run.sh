@@ -1,0 +1,180 @@
+#!/bin/sh
+# bench/run.sh — uroce's data-path benchmarks, each as a RATIO to a peer measured in the same run.
+#
+#   bench/run.sh [-b BUILD] [-r REPS] [-t SECS] [-p split|same|both] [BENCH...]
+#
+#   BUILD  build directory, already built (default: build/ under the source tree); nothing is
+#          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps}, BUILD/lib.
+#   REPS   repetitions of each pair, uroce and peer interleaved (default 5); the median is kept
+#   SECS   seconds per bandwidth / message-rate run (default 3)
+#   split  server pinned to CPU 0, client to CPU 1 (a wakeup across vCPUs costs 15-20 us here)
+#   same   server and client both pinned to CPU 0
+#   BENCH  write_bw write_lat send_bw (default: all three)
+#
+# benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
+# write_bw   ib_write_bw -x 0 -s 65536 -D SECS, one RC QP          iperf3 -c 127.0.0.1 -t SECS, one TCP stream
+# write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
+# send_bw    ib_send_bw -x 0 -s 64 -D SECS (message rate)          udp_pps: 80-byte sendto() datagrams, counted
+#                                                                  at the receiver (80 B = BTH + 64 + ICRC)
+#
+# Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
+# only and its own uroced (UROCE_DAEMON=BUILD/bin/uroced, started on demand by `uroce run`),
+# so nothing of the host's network or of other runs is involved.  Exit status: 0 when every
+# run produced a figure, 1 otherwise (targets missed are reported, not failed).
+set -u
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+
+# ---------------------------------------------------------------- inside the namespace
+if [ "${1:-}" = --inner ]; then
+	BENCH=$2 PIN=$3 REPS=$4 SECS=$5 BUILD=$6 OUT=$7
+	UROCE=$BUILD/bin/uroce
+	export UROCE_DAEMON=$BUILD/bin/uroced
+	# Two busy-pollers sharing one CPU hand over only when the scheduler's slice ends, so the
+	# same-CPU latency run is short (both uroce and the peer): it measures the scheduler.
+	if [ "$PIN" = split ]; then SCPU=0 CCPU=1 LITERS=20000; else SCPU=0 CCPU=0 LITERS=500; fi
+	S="taskset -c $SCPU timeout 120"
+	C="taskset -c $CCPU timeout 120"
+	log=$(dirname "$OUT")/log.$BENCH.$PIN
+	: >"$log"
+
+	# Poll until a port listens (bounded): the client starts only after the server is ready.
+	wait_port() { # PROTO(t|u) PORT
+		i=0
+		while ! ss -${1}lnH "sport = :$2" | grep -q .; do
+			i=$((i + 1))
+			[ $i -gt 1000 ] && return 1
+			sleep 0.01
+		done
+	}
+	# field N of the client's line whose first field is SIZE (perftest's result row)
+	pt_field() { awk -v s="$1" -v f="$2" '$1 == s && NF >= f { v = $f } END { if (v != "") print v }'; }
+	emit() { [ -n "$3" ] && echo "$BENCH $PIN $1 $2 $3" >>"$OUT"; }
+
+	"$UROCE" daemon start >>"$log" 2>&1
+	port=18515
+	rep=1
+	while [ $rep -le "$REPS" ]; do
+		port=$((port + 1))
+		case $BENCH in
+		write_bw) args="-x 0 -F --report_gbits -s 65536 -D $SECS -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
+		send_bw)  args="-x 0 -F -s 64 -D $SECS -p $port"; tool=ib_send_bw; size=64; col=5 ;;
+		write_lat) args="-x 0 -F -s 2 -n $LITERS -p $port"; tool=ib_write_lat; size=2; col=5 ;;
+		esac
+		# uroce: perftest server and client
+		echo "== rep $rep $tool $args" >>"$log"
+		$S "$UROCE" run $tool $args >"$OUT.srv" 2>&1 &
+		spid=$!
+		if wait_port t $port; then
+			$C "$UROCE" run $tool $args 127.0.0.1 >"$OUT.cli" 2>&1
+		else
+			echo "server never listened" >"$OUT.cli"
+		fi
+		wait $spid
+		cat "$OUT.srv" "$OUT.cli" >>"$log"
+		emit uroce $rep "$(pt_field $size $col <"$OUT.cli")"
+
+		# the peer, pinned the same way
+		echo "== rep $rep peer" >>"$log"
+		case $BENCH in
+		write_bw)
+			$S iperf3 -s -1 -p $((port + 1000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port t $((port + 1000)) &&
+				$C iperf3 -c 127.0.0.1 -p $((port + 1000)) -t "$SECS" -J >"$OUT.cli" 2>&1
+			wait $spid
+			# sender side over the sender's duration, decimal Gbit/s: like perftest's client,
+			# which counts completed writes over its own run (--report_gbits is 10^9 bit/s)
+			v=$(jq -r '.end.sum_sent.bits_per_second / 1e9' <"$OUT.cli" 2>/dev/null)
+			;;
+		write_lat)
+			$S "$BUILD/bin/udp_pingpong" -s -p $((port + 1000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 1000)) &&
+				$C "$BUILD/bin/udp_pingpong" -c 127.0.0.1 -p $((port + 1000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
+			wait $spid
+			v=$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")
+			;;
+		send_bw)
+			$S "$BUILD/bin/udp_pps" -r -p $((port + 1000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 1000)) &&
+				$C "$BUILD/bin/udp_pps" -t 127.0.0.1 -p $((port + 1000)) -z 80 -d "$SECS" >"$OUT.cli" 2>&1
+			wait $spid
+			v=$(sed -n 's/^udp_pps recv .* mpps=\([0-9.]*\).*/\1/p' <"$OUT.srv")
+			;;
+		esac
+		cat "$OUT.srv" "$OUT.cli" >>"$log"
+		emit peer $rep "$v"
+		rep=$((rep + 1))
+	done
+	"$UROCE" daemon stop >>"$log" 2>&1
+	rm -f "$OUT.srv" "$OUT.cli"
+	exit 0
+fi
+
+# ---------------------------------------------------------------- outside: drive and summarise
+BUILD=$SRC/build REPS=5 SECS=3 PINS="split same"
+while getopts b:r:t:p: opt; do
+	case $opt in
+	b) BUILD=$(cd "$OPTARG" && pwd) || exit 2 ;;
+	r) REPS=$OPTARG ;;
+	t) SECS=$OPTARG ;;
+	p) case $OPTARG in split | same) PINS=$OPTARG ;; both) PINS="split same" ;; *) exit 2 ;; esac ;;
+	*) sed -n '2,20p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+BENCHES=${*:-write_bw write_lat send_bw}
+for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps; do
+	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
+done
+for t in ib_write_bw ib_write_lat ib_send_bw iperf3 taskset jq; do
+	command -v $t >/dev/null || { echo "run.sh: $t not installed"; exit 2; }
+done
+[ "$(nproc)" -ge 2 ] || PINS=same
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-bench.XXXXXX") || exit 1
+res=$work/results
+: >"$res"
+commit=$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)
+echo "# uroce bench $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit build $BUILD"
+echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, kernel $(uname -r); $REPS reps, ${SECS}s runs; logs in $work"
+for b in $BENCHES; do
+	for p in $PINS; do
+		"$SRC/tests/daemon/nsrun.sh" "$SRC/bench/run.sh" --inner "$b" "$p" "$REPS" "$SECS" "$BUILD" "$res" \
+			>>"$work/log.nsrun" 2>&1
+	done
+done
+
+# one line per benchmark and pinning: medians, their ratio, the spread of per-rep ratios
+awk -v reps="$REPS" '
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+{ key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++nk] = key } v[key, $3, $4] = $5 }
+END {
+	unit["write_bw"] = "Gb/s"; unit["write_lat"] = "us"; unit["send_bw"] = "Mpps"
+	peer["write_bw"] = "iperf3 TCP"; peer["write_lat"] = "udp_pingpong"; peer["send_bw"] = "udp_pps 80B"
+	goal["write_bw"] = ">= 1.0"; goal["write_lat"] = "<= 1.5"; goal["send_bw"] = "(none)"
+	printf "%-10s %-5s %-12s %9s %9s %5s %8s  %-15s %s\n", "bench", "pin", "peer", "uroce", "peer", "unit", "ratio", "per-rep ratios", "target"
+	for (k = 1; k <= nk; k++) {
+		split(order[k], kk, " "); b = kk[1]; p = kk[2]
+		nu = np = nr = 0; lo = hi = ""
+		for (r = 1; r <= reps; r++) {
+			if ((order[k], "uroce", r) in v) U[++nu] = v[order[k], "uroce", r]
+			if ((order[k], "peer", r) in v) P[++np] = v[order[k], "peer", r]
+			if (((order[k], "uroce", r) in v) && ((order[k], "peer", r) in v) && v[order[k], "peer", r] > 0) {
+				x = v[order[k], "uroce", r] / v[order[k], "peer", r]
+				if (lo == "" || x < lo) lo = x; if (hi == "" || x > hi) hi = x
+			}
+		}
+		mu = nu ? median(U, nu) : 0; mp = np ? median(P, np) : 0
+		printf "%-10s %-5s %-12s %9.3f %9.3f %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
+			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
+	}
+}' "$res"
+n=$(wc -l <"$res")
+want=$(($(echo $BENCHES | wc -w) * $(echo $PINS | wc -w) * REPS * 2))
+[ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
+exit 0

@@ -1,0 +1,6 @@
+# udp_pingpong, udp_pps: plain-UDP peers that bench/run.sh measures next to perftest in the
+# same run (latency of ib_write_lat, message rate of ib_send_bw).
+foreach(peer udp_pingpong udp_pps)
+  add_executable(${peer} ${CMAKE_CURRENT_LIST_DIR}/${peer}.c)
+  set_target_properties(${peer} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endforeach()

@@ -1,0 +1,192 @@
+/* udp_pingpong — the latency peer of ib_write_lat (bench/run.sh): two processes bounce a
+ * datagram of SIZE bytes over UDP, each busy-polling a non-blocking socket, as perftest's
+ * ib_write_lat busy-polls its memory and CQ.
+ *
+ *   udp_pingpong -s [-p PORT]                                   server: echo until the client says stop
+ *   udp_pingpong -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP]
+ *
+ * The client prints, like perftest, half the round trip (one-way latency) in microseconds:
+ *   udp_pingpong bytes=2 iters=N t_min=.. t_typical=.. t_avg=.. t_p99=..
+ * t_typical is the median, which is what ib_write_lat calls t_typical.
+ * Exit 0 on success; 1 on a socket error or when the server does not answer within 10 s.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SIZE 65507
+#define STOP_BYTE 0xEE /* first byte of the client's last datagram: the server exits */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: udp_pingpong -s [-p PORT] | -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP]\n");
+	exit(2);
+}
+
+/* Busy-poll a non-blocking socket until a datagram arrives or deadline_ns passes.
+ * Returns the datagram length, or -1 (errno set; ETIMEDOUT past the deadline). */
+static ssize_t spin_recv(int fd, void *buf, size_t len, struct sockaddr_storage *from, socklen_t *flen,
+			 uint64_t deadline_ns)
+{
+	for (unsigned spins = 0;; spins++) {
+		ssize_t n = recvfrom(fd, buf, len, 0, (struct sockaddr *)from, flen);
+		if (n >= 0)
+			return n;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -1;
+		if ((spins & 1023) == 1023 && deadline_ns && now_ns() > deadline_ns) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+}
+
+static int server(const char *port)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE }, *ai;
+	if (getaddrinfo(NULL, port, &hints, &ai) != 0)
+		return 1;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		perror("udp_pingpong: bind");
+		return 1;
+	}
+	freeaddrinfo(ai);
+	static uint8_t buf[MAX_SIZE];
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t flen = sizeof(from);
+		ssize_t n = spin_recv(fd, buf, sizeof(buf), &from, &flen, 0);
+		if (n < 0) {
+			perror("udp_pingpong: recv");
+			return 1;
+		}
+		if (sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, flen) < 0) {
+			perror("udp_pingpong: send");
+			return 1;
+		}
+		if (n > 0 && buf[0] == STOP_BYTE)
+			return 0;
+	}
+}
+
+static int client(const char *host, const char *port, size_t size, unsigned iters, unsigned warmup)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
+	if (getaddrinfo(host, port, &hints, &ai) != 0) {
+		fprintf(stderr, "udp_pingpong: cannot resolve %s\n", host);
+		return 1;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		perror("udp_pingpong: connect");
+		return 1;
+	}
+	freeaddrinfo(ai);
+	static uint8_t buf[MAX_SIZE], rbuf[MAX_SIZE];
+	memset(buf, 0x5A, size);
+	struct sockaddr_storage from;
+	socklen_t flen;
+
+	/* Handshake: the server may not be bound yet; repeat until one echo returns
+	 * (a refused send while it is not bound is expected). */
+	uint64_t give_up = now_ns() + 10000000000ull;
+	for (;;) {
+		if (send(fd, buf, size, 0) < 0 && errno != ECONNREFUSED) {
+			perror("udp_pingpong: send");
+			return 1;
+		}
+		flen = sizeof(from);
+		ssize_t n = spin_recv(fd, rbuf, sizeof(rbuf), &from, &flen, now_ns() + 20000000ull);
+		if (n == (ssize_t)size)
+			break;
+		if (n < 0 && errno != ETIMEDOUT && errno != ECONNREFUSED) {
+			perror("udp_pingpong: recv");
+			return 1;
+		}
+		if (now_ns() > give_up) {
+			fprintf(stderr, "udp_pingpong: no server at %s:%s\n", host, port);
+			return 1;
+		}
+	}
+	/* Drain late echoes of the handshake so each measured receive is its own reply. */
+	flen = sizeof(from);
+	while (recvfrom(fd, rbuf, sizeof(rbuf), 0, (struct sockaddr *)&from, &flen) >= 0)
+		flen = sizeof(from);
+
+	uint64_t *t = calloc(iters, sizeof(*t));
+	if (!t)
+		return 1;
+	for (unsigned i = 0; i < warmup + iters; i++) {
+		uint64_t t0 = now_ns();
+		if (send(fd, buf, size, 0) < 0) {
+			perror("udp_pingpong: send");
+			return 1;
+		}
+		flen = sizeof(from);
+		if (spin_recv(fd, rbuf, sizeof(rbuf), &from, &flen, t0 + 10000000000ull) < 0) {
+			perror("udp_pingpong: recv");
+			return 1;
+		}
+		if (i >= warmup)
+			t[i - warmup] = now_ns() - t0;
+	}
+	buf[0] = STOP_BYTE;
+	send(fd, buf, size, 0);
+
+	qsort(t, iters, sizeof(*t), cmp_u64);
+	double sum = 0;
+	for (unsigned i = 0; i < iters; i++)
+		sum += (double)t[i];
+	/* One-way = half the round trip, as perftest's latency tests report. */
+	printf("udp_pingpong bytes=%zu iters=%u t_min=%.2f t_typical=%.2f t_avg=%.2f t_p99=%.2f\n", size, iters,
+	       (double)t[0] / 2000.0, (double)t[iters / 2] / 2000.0, sum / iters / 2000.0,
+	       (double)t[(size_t)iters * 99 / 100] / 2000.0);
+	free(t);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *host = NULL, *port = "18600";
+	int srv = 0, opt;
+	size_t size = 2;
+	unsigned iters = 10000, warmup = 1000;
+	while ((opt = getopt(argc, argv, "sc:p:z:n:w:")) != -1) {
+		switch (opt) {
+		case 's': srv = 1; break;
+		case 'c': host = optarg; break;
+		case 'p': port = optarg; break;
+		case 'z': size = strtoul(optarg, NULL, 0); break;
+		case 'n': iters = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'w': warmup = (unsigned)strtoul(optarg, NULL, 0); break;
+		default: usage();
+		}
+	}
+	if (srv == !!host || size < 1 || size > MAX_SIZE || iters < 1)
+		usage();
+	return srv ? server(port) : client(host, port, size, iters, warmup);
+}
