@@ -187,11 +187,33 @@ static void setup_counters(struct uroce_netio *nio, struct uroce_context *ctx)
 		nio->c = block;
 }
 
+/* The receive socket's options and buffers (nio->fd set).  The options live on the socket,
+ * which the daemon also holds; all of them are harmless for its draining (and the next
+ * client sets them again).  0 or -errno. */
+static int rx_setup(struct uroce_netio *nio)
+{
+	int one = 1, buf = SOCK_BUF;
+
+	if (setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0)
+		return -errno;
+	/* TOS and TTL of IPv4 packets, for the UD GRH area (the IP header as sent).  These
+	 * SOL_IP options apply to IPv4 datagrams received on a dual-stack socket. */
+	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	if (setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	nio->gro = !env_off("UROCE_NETIO_GRO") &&
+		   setsockopt(nio->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	nio->rx_buf_size = nio->gro ? RX_BUF_GRO : RX_BUF_PLAIN;
+	nio->rx_bufs = malloc(RX_BATCH * nio->rx_buf_size);
+	return nio->rx_bufs ? 0 : -ENOMEM;
+}
+
 int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 {
 	struct uroce_netio *nio;
 	char err[128];
-	int one = 1, buf = SOCK_BUF, ret;
+	int ret;
 
 	if (!ctx || !out || !ctx->dev)
 		return -EINVAL;
@@ -217,34 +239,17 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	nio->gso = !env_off("UROCE_NETIO_GSO");
 
 	ret = uroce_ipc_rx_socket(ctx->ipc, ctx->dev->ibdev.name, &nio->fd);
+	if (!ret)
+		ret = rx_setup(nio);
 	if (ret)
 		goto fail;
-	/* Options live on the socket, which the daemon also holds; all of them are harmless
-	 * for its draining (and the next client sets them again). */
-	if (setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	/* TOS and TTL of IPv4 packets, for the UD GRH area (the IP header as sent).  These
-	 * SOL_IP options apply to IPv4 datagrams received on a dual-stack socket. */
-	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
-	if (setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
-		(void)setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	nio->gro = !env_off("UROCE_NETIO_GRO") &&
-		   setsockopt(nio->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
-	nio->rx_buf_size = nio->gro ? RX_BUF_GRO : RX_BUF_PLAIN;
-	nio->rx_bufs = malloc(RX_BATCH * nio->rx_buf_size);
-	if (!nio->rx_bufs) {
-		ret = -ENOMEM;
-		goto fail;
-	}
 	setup_counters(nio, ctx);
 	*out = nio;
 	return 0;
 fail:
 	if (nio->fd >= 0)
 		close(nio->fd);
+	free(nio->rx_bufs);
 	pthread_mutex_destroy(&nio->rx_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
 	free(nio);
