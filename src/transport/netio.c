@@ -45,6 +45,9 @@
 #ifndef UDP_GRO
 #define UDP_GRO 104
 #endif
+#ifndef IPV6_FLOWINFO
+#define IPV6_FLOWINFO 11         /* <linux/in6.h>; glibc's <netinet/in.h> lacks it */
+#endif
 
 #define ROCE_PORT 4791
 #define SPORT_BASE 0xC000u
@@ -200,6 +203,10 @@ static int rx_setup(struct uroce_netio *nio)
 	 * SOL_IP options apply to IPv4 datagrams received on a dual-stack socket. */
 	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
 	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	/* The same for IPv6 (an IPv6 GRH): traffic class, hop limit, flow label. */
+	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
+	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof(one));
+	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_FLOWINFO, &one, sizeof(one));
 	if (setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
 		(void)setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	nio->gro = !env_off("UROCE_NETIO_GRO") &&
@@ -396,6 +403,22 @@ fail:
 	free(tx->held);
 	free(tx);
 	return ret;
+}
+
+int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uint8_t hop_limit)
+{
+	int tc = traffic_class, hl = hop_limit ? hop_limit : -1;   /* -1: route default */
+	int r;
+
+	if (!tx)
+		return -EINVAL;
+	if (tx->family == AF_INET)
+		r = setsockopt(tx->fd, IPPROTO_IP, IP_TOS, &tc, sizeof(tc)) ||
+		    setsockopt(tx->fd, IPPROTO_IP, IP_TTL, &hl, sizeof(hl));
+	else
+		r = setsockopt(tx->fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc)) ||
+		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, sizeof(hl));
+	return r ? -errno : 0;
 }
 
 void uroce_netio_tx_close(struct uroce_netio_tx *tx)
@@ -685,7 +708,8 @@ static uint16_t ipv4_csum(const uint8_t *h)
 struct rx_meta {
 	uint8_t dst[16];
 	bool have_dst;
-	int tos, ttl;
+	int tos, ttl;              /* IPv4 TOS and TTL, or IPv6 traffic class and hop limit */
+	uint32_t flow_label;
 	int gso_size;
 };
 
@@ -707,6 +731,18 @@ static void parse_cmsgs(struct msghdr *m, struct rx_meta *meta)
 		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
 			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
 			memcpy(&meta->ttl, CMSG_DATA(c), sizeof(int));
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			memcpy(&meta->tos, CMSG_DATA(c), sizeof(int));
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			memcpy(&meta->ttl, CMSG_DATA(c), sizeof(int));
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_FLOWINFO &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+			uint32_t fi;
+
+			memcpy(&fi, CMSG_DATA(c), sizeof(fi));
+			meta->flow_label = ntohl(fi) & 0xFFFFF;
 		} else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
 			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
 			memcpy(&meta->gso_size, CMSG_DATA(c), sizeof(int));
@@ -754,6 +790,9 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	}
 	p.buf = buf;
 	p.len = len;
+	p.traffic_class = (uint8_t)meta->tos;
+	p.hop_limit = (uint8_t)meta->ttl;
+	p.flow_label = ia.family == AF_INET6 ? meta->flow_label : 0;
 	if (ia.family == AF_INET) {
 		/* The header the sender sent: DF (both OK and OK_ID assumed it), the ID uroce
 		 * sends (0) or the one recovered from the ICRC. */

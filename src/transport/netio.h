@@ -52,6 +52,11 @@ int uroce_netio_fd(const struct uroce_netio *nio);
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
 			struct uroce_netio_tx **out);
 void uroce_netio_tx_close(struct uroce_netio_tx *tx);
+/* Added with netio.c: the GRH fields of the QP's AV or the UD AH that IP carries
+ * (RoCEv2 A17.4.5): @traffic_class → IPv4 TOS / IPv6 traffic class, @hop_limit → IPv4 TTL /
+ * IPv6 hop limit (0: the kernel's default).  The ICRC masks both, so they may change
+ * between packets.  0 or -errno from setsockopt. */
+int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uint8_t hop_limit);
 
 /* One packet to send: the UDP payload as a list of pieces (headers, payload from user
  * memory, pad); the last UROCE_ICRC_LEN bytes of the last piece are the ICRC slot, which
@@ -77,6 +82,11 @@ struct uroce_rxpkt {
 	uint8_t dgid[16];            /* our GID it was addressed to */
 	uint8_t ipv4_hdr[20];        /* for UD receivers' GRH area: the IPv4 header as the
 				      * sender sent it (ID recovered from the ICRC when possible) */
+	/* Added with netio.c, for an IPv6 GRH (IBA 8.3: TClass, FlowLabel, HopLmt) and
+	 * ibv_init_ah_from_wc: the IP header's variable fields as received. */
+	uint8_t traffic_class;       /* IPv4 TOS / IPv6 traffic class */
+	uint8_t hop_limit;           /* IPv4 TTL / IPv6 hop limit */
+	uint32_t flow_label;         /* IPv6 only (20 bits); 0 for IPv4 */
 };
 
 /* Called for each valid packet.  Returning non-zero stops the drain early. */

@@ -84,6 +84,8 @@ static int on_rx(void *arg, struct uroce_rxpkt *p)
 	CHECK(p->pkt.ip_id == id, "%s #%u: recovered ID %#x, captured %#x", e->file, c->idx, p->pkt.ip_id, id);
 	CHECK(c->ip_len != 20 || !memcmp(p->ipv4_hdr, c->ip, 20),
 	      "%s #%u: IPv4 header for the GRH area differs from the captured one", e->file, c->idx);
+	CHECK(p->traffic_class == c->ip[1] && p->hop_limit == c->ip[8] && p->flow_label == 0,
+	      "%s #%u: traffic class %#x hop limit %u", e->file, c->idx, p->traffic_class, p->hop_limit);
 	CHECK(!memcmp(p->src.gid + 12, &c->src, 4) && p->src.port == c->sport &&
 	      !memcmp(p->dgid + 12, &c->dst, 4), "%s #%u: addresses", e->file, c->idx);
 	return 0;

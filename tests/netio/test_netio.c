@@ -258,6 +258,8 @@ struct rxlog {
 	uint16_t sport[NQP];             /* source port seen per peer QP index (by PSN range) */
 	uint32_t dqpn[512];
 	uint16_t from_port[512];
+	uint8_t tclass[512], hops[512];
+	uint32_t flow[512], flow_of[NQP];
 };
 
 static int on_rx(void *arg, struct uroce_rxpkt *p)
@@ -285,8 +287,10 @@ static int on_rx(void *arg, struct uroce_rxpkt *p)
 		CHECK(p->ipv4_hdr[0] == 0x45 && p->ipv4_hdr[9] == 17 &&
 		      !memcmp(p->ipv4_hdr + 12, p->src.gid + 12, 4) &&
 		      !memcmp(p->ipv4_hdr + 16, p->dgid + 12, 4) &&
-		      uroce_get_be16(p->ipv4_hdr + 2) == 28 + p->len,
+		      uroce_get_be16(p->ipv4_hdr + 2) == 28 + p->len &&
+		      p->ipv4_hdr[1] == p->traffic_class && p->ipv4_hdr[8] == p->hop_limit,
 		      "%s: IPv4 header for the GRH area", s->name);
+		CHECK(p->flow_label == 0, "%s: flow label on IPv4", s->name);
 	}
 	if (l->n < 512) {
 		l->psn[l->n] = p->pkt.bth.psn;
@@ -295,6 +299,9 @@ static int on_rx(void *arg, struct uroce_rxpkt *p)
 		l->ip_id[l->n] = p->pkt.ip_id;
 		l->dqpn[l->n] = p->pkt.bth.dqpn;
 		l->from_port[l->n] = p->src.port;
+		l->tclass[l->n] = p->traffic_class;
+		l->hops[l->n] = p->hop_limit;
+		l->flow[l->n] = p->flow_label;
 	}
 	l->n++;
 	return 0;
@@ -351,6 +358,8 @@ static void scenario_basic(struct side *s, const char *dev)
 	int ret;
 
 	l->s = s;
+	/* QP 1 sends with a traffic class and hop limit from its AV; QP 0 with the defaults. */
+	CHECK(uroce_netio_tx_set_grh(s->tx[1], 0x28, 33) == 0, "%s: set_grh", s->name);
 	/* Sizes around the pad boundaries and up to a 4096-byte MTU (capped by the netdev). */
 	for (uint32_t i = 0; i < BASIC_N; i++) {
 		static const size_t sizes[] = { 0, 1, 2, 3, 4, 5, 63, 64, 255, 1024, 1500, 4096 };
@@ -383,9 +392,15 @@ static void scenario_basic(struct side *s, const char *dev)
 		      s->name, psn, l->st[i]);
 		CHECK(l->dqpn[i] == s->me.qpn[psn % NQP], "%s: PSN %u reached QPN %u", s->name, psn,
 		      l->dqpn[i]);
-		/* One QP, one source port. */
-		if (!l->sport[psn % NQP])
+		CHECK(psn % NQP ? l->tclass[i] == 0x28 && l->hops[i] == 33
+				: l->tclass[i] == 0 && l->hops[i] == 64,
+		      "%s: PSN %u traffic class %#x hop limit %u", s->name, psn, l->tclass[i], l->hops[i]);
+		/* One QP, one source port (and one IPv6 flow label: the kernel's flow hash). */
+		if (!l->sport[psn % NQP]) {
 			l->sport[psn % NQP] = l->from_port[i];
+			l->flow_of[psn % NQP] = l->flow[i];
+		}
+		CHECK(l->flow_of[psn % NQP] == l->flow[i], "%s: QP's flow label changed", s->name);
 		CHECK(l->sport[psn % NQP] == l->from_port[i], "%s: QP's source port changed", s->name);
 	}
 	uroce_netio_stats(s->nio, &st);
