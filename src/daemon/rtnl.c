@@ -40,7 +40,7 @@ int uroce_rtnl_drain(int fd)
 
 	for (;;) {
 		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-		int len;
+		unsigned int len;  /* unsigned: NLMSG_OK compares it with the u32 nlmsg_len */
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -54,7 +54,7 @@ int uroce_rtnl_drain(int fd)
 		}
 		if (n == 0)
 			return relevant;
-		len = (int)n;
+		len = (unsigned int)n;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len);
 		     h = NLMSG_NEXT(h, len)) {
 			switch (h->nlmsg_type) {
