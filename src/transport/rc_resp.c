@@ -118,6 +118,10 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 {
 	uint32_t off = 0;
 
+	/* The READ is one message: its responses carry the MSN that counts it, the first
+	 * one included (what rxe sends; tests/transport/test_golden.c). */
+	if (count_msn)
+		rc->msn = psn_add(rc->msn, 1);
 	do {
 		struct uroce_pkt p = { 0 };
 		uint32_t n = len - off > rc->mtu ? rc->mtu : len - off;
@@ -128,8 +132,6 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 		p.bth.opcode = first && last ? UROCE_OP_READ_RESP_ONLY : first ? UROCE_OP_READ_RESP_FIRST
 			       : last ? UROCE_OP_READ_RESP_LAST : UROCE_OP_READ_RESP_MIDDLE;
 		p.bth.psn = psn;
-		if (last && count_msn)
-			rc->msn = psn_add(rc->msn, 1);
 		p.aeth.syndrome = ACK_SYNDROME;
 		p.aeth.msn = rc->msn;
 		plen = uroce_rc_build(rc, &p, n, &pl);

@@ -146,7 +146,7 @@ static int world_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 	return 1;
 }
 
-static void world_deliver(struct world *w, struct wpkt *p)
+static inline void world_deliver(struct world *w, struct wpkt *p)
 {
 	struct uroce_qp *qp = w->qp[p->to];
 	struct uroce_rx_ctx rx = { .mtu = 128u << qp->attr.path_mtu, .addr = &w->addr };
@@ -166,7 +166,7 @@ static void world_deliver(struct world *w, struct wpkt *p)
 	uroce_rc_unlock_qp(qp);
 }
 
-static struct uroce_qp *make_qp(struct world *w, int i, uint32_t qpn, struct uroce_srq *srq)
+static inline struct uroce_qp *make_qp(struct world *w, int i, uint32_t qpn, struct uroce_srq *srq)
 {
 	struct uroce_qp *qp = calloc(1, sizeof(*qp));
 	struct ibv_qp *ib = &qp->qpx.qp_base;
@@ -198,7 +198,7 @@ struct world_opts {
 
 static struct uroce_srq *world_srq;
 
-static void world_init(struct world *w, const struct world_opts *o, const char *fault)
+static inline void world_init(struct world *w, const struct world_opts *o, const char *fault)
 {
 	struct ibv_cq_init_attr_ex ca = { .cqe = 4096 };
 	char err[128];
@@ -253,7 +253,7 @@ static void world_init(struct world *w, const struct world_opts *o, const char *
 
 /* Deliver until @done(arg) or a stall (nothing in flight, no timer) or @max_ns of virtual
  * time.  Returns 0, -EDEADLK (stall) or -ETIMEDOUT. */
-static int world_run(struct world *w, bool (*done)(struct world *, void *), void *arg, uint64_t max_ns)
+static inline int world_run(struct world *w, bool (*done)(struct world *, void *), void *arg, uint64_t max_ns)
 {
 	uint64_t start = vnow;
 
@@ -302,7 +302,7 @@ static int world_run(struct world *w, bool (*done)(struct world *, void *), void
 	return 0;
 }
 
-static void world_fini(struct world *w)
+static inline void world_fini(struct world *w)
 {
 	for (struct ibv_async_event ev; uroce_async_event_get(w->ctx, &ev) == 0;)
 		uroce_async_event_ack(&ev);

@@ -1,0 +1,84 @@
+#!/bin/sh
+# rc_apps.sh UROCE TOPO CASE — Debian's unmodified RDMA programs over uroce's RC transport,
+# server and client as two processes.  Run by tests/daemon/nsrun.sh (private user, network,
+# pid and mount namespaces: our own uroced(s), killed with the test).
+#
+#   TOPO lo:    both processes on 127.0.0.1 (device uroce0 on lo)
+#   TOPO veth:  two hosts: [netns a: va 192.0.2.1] <--veth--> [netns b: vb 192.0.2.2],
+#               a uroced and a device uroce1 in each
+#
+# CASE names a program and its options (see the case statement).  The test fails when
+# either side exits non-zero or does not finish within its bound (no fixed sleeps: the
+# client starts once the server's TCP port listens).  UROCE_RC_STATS=1 makes each QP
+# print its RC counters at teardown, kept in the log for the reader.
+set -u
+UROCE=$1
+TOPO=$2
+CASE=$3
+. "$(dirname "$0")/../daemon/lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export UROCE_RC_STATS=1
+
+if [ "$TOPO" = veth ]; then
+	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
+	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
+	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
+	ip -n a link set lo up; ip -n b link set lo up
+	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
+	ip -n a link set va up; ip -n b link set vb up
+	S="ip netns exec a"; C="ip netns exec b"; SADDR=192.0.2.1
+	$S "$UROCE" link add uroce1 netdev va >/dev/null || fail "link add in a"
+	$C "$UROCE" link add uroce1 netdev vb >/dev/null || fail "link add in b"
+	DEV="-d uroce1"
+	# perftest refuses a port that is not ACTIVE: wait for the veth carrier on both sides.
+	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
+	wait_for 20 active "$S" || fail "a's port never became active"
+	wait_for 20 active "$C" || fail "b's port never became active"
+else
+	S=""; C=""; SADDR=127.0.0.1
+	DEV=""
+fi
+
+port=18515
+case $CASE in
+pp-*)      # pp-SIZE[-e]-ITERS: ibv_rc_pingpong
+	set -- $(echo "$CASE" | tr - ' ')
+	size=$2; ev=""; iters=$3
+	[ "$3" = e ] && { ev=-e; iters=$4; }
+	srv="ibv_rc_pingpong $DEV -g 0 -s $size -n $iters $ev"
+	cli="$srv $SADDR" ;;
+srq)
+	srv="ibv_srq_pingpong $DEV -g 0 -q 16 -n 500"
+	cli="$srv $SADDR" ;;
+ib_*)      # ib_TOOL[-old]: perftest with -a (all sizes), small -n for CI time
+	tool=$(echo "$CASE" | sed 's/-old$//')
+	old=""; [ "$tool" != "$CASE" ] && old=--use_old_post_send
+	extra="-a -n 5"
+	case $tool in
+	ib_atomic_bw_cs) tool=ib_atomic_bw; extra="-A CMP_AND_SWAP -n 200" ;;
+	ib_atomic_bw)    extra="-A FETCH_AND_ADD -n 200" ;;
+	ib_atomic_lat)   extra="-n 200" ;;
+	esac
+	srv="$tool $DEV -x 0 -F $extra $old"
+	cli="$srv $SADDR" ;;
+*)
+	echo "unknown case $CASE"; exit 2 ;;
+esac
+
+echo "== server: $S uroce run $srv"
+$S timeout 120 "$UROCE" run $srv >"$tmp/srv" 2>&1 &
+spid=$!
+listening() { $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
+wait_for 20 listening || fail "server never listened"
+echo "== client: $C uroce run $cli"
+$C timeout 120 "$UROCE" run $cli >"$tmp/cli" 2>&1
+crc=$?
+wait $spid
+src=$?
+echo "-- server output"; cat "$tmp/srv"
+echo "-- client output"; cat "$tmp/cli"
+[ $crc -eq 0 ] || fail "client exit $crc"
+[ $src -eq 0 ] || fail "server exit $src"
+[ $fails -eq 0 ] && echo "PASS $TOPO $CASE"
+exit $([ $fails -eq 0 ] && echo 0 || echo 1)
