@@ -137,8 +137,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-bench.XXXXXX") || exit 1
 res=$work/results
 : >"$res"
 commit=$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)
-echo "# uroce bench $(date -u '+%Y-%m-%d %H:%M UTC') commit $commit build $BUILD"
+echo "# uroce bench $(date -u '+%Y-%m-%d %H:%M UTC') source $commit, build $BUILD (libibverbs.so.1 built $(date -u -r "$BUILD/lib/libibverbs.so.1" '+%H:%M UTC'))"
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, kernel $(uname -r); $REPS reps, ${SECS}s runs; logs in $work"
+# Other work on the machine moves both sides of a ratio, not always equally: say how busy it was.
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $BENCHES; do
 	for p in $PINS; do
 		"$SRC/tests/daemon/nsrun.sh" "$SRC/bench/run.sh" --inner "$b" "$p" "$REPS" "$SECS" "$BUILD" "$res" \
@@ -174,6 +176,7 @@ END {
 			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
 	}
 }' "$res"
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 n=$(wc -l <"$res")
 want=$(($(echo $BENCHES | wc -w) * $(echo $PINS | wc -w) * REPS * 2))
 [ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
