@@ -184,5 +184,6 @@ int main(int argc, char **argv)
 		      uroce_rx_err_name(r));
 	CHECK(total > 100 && st.rx_packets == (uint64_t)total, "%d replayed, %llu received", total,
 	      (unsigned long long)st.rx_packets);
+	uroce_netio_close(nio);
 	return check_summary();
 }
