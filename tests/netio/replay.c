@@ -161,6 +161,17 @@ int main(int argc, char **argv)
 			CHECK(sendto(s, c->payload, c->len, 0, (struct sockaddr *)&dst, sizeof(dst)) ==
 			      (ssize_t)c->len, "%s #%u: sendto: %s", base, c->idx, strerror(errno));
 			close(s);
+			if (total == 0) {
+				/* The try-lock: while another thread drains, poll returns 0 at once
+				 * and leaves the datagram for that thread. */
+				struct pollfd pfd = { .fd = nio->fd, .events = POLLIN };
+
+				CHECK(poll(&pfd, 1, 5000) == 1, "first datagram waiting");
+				pthread_mutex_lock(&nio->rx_lock);
+				CHECK(uroce_netio_poll(nio, 4, on_rx, &e) == 0 && e.got == 0,
+				      "poll while another thread drains returns 0");
+				pthread_mutex_unlock(&nio->rx_lock);
+			}
 			/* Until it is delivered or counted as a drop (bounded). */
 			uint64_t drops0 = __atomic_load_n(&nio->c[C_RX_DROPS], __ATOMIC_RELAXED);
 

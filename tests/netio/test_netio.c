@@ -379,6 +379,26 @@ static void scenario_basic(struct side *s, const char *dev)
 		CHECK(ret == 1, "%s: oversized send returned %d", s->name, ret);
 		errors = 1;
 	}
+	/* Refused before anything is sent: a destination of the other family, no pieces, a
+	 * packet shorter than BTH + ICRC. */
+	{
+		struct uroce_netaddr other = d;
+		struct uroce_txpkt bad;
+
+		if (s->family == AF_INET)
+			memcpy(other.gid, "\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x09", 16);
+		else
+			memcpy(other.gid, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x01", 16);
+		build(&b, s->peer.qpn[0], 700, 8, false);
+		ret = uroce_netio_send(s->tx[0], &other, &b.t, 1);
+		CHECK(ret == -EAFNOSUPPORT, "%s: send to the other family: %d", s->name, ret);
+		bad = b.t;
+		bad.iovcnt = 0;
+		CHECK(uroce_netio_send(s->tx[0], &d, &bad, 1) == -EINVAL, "%s: no pieces", s->name);
+		bad = b.t;
+		bad.iov[0].iov_len = bad.len = 15;
+		CHECK(uroce_netio_send(s->tx[0], &d, &bad, 1) == -EINVAL, "%s: 15 bytes", s->name);
+	}
 	/* QP1 belongs to no client: the peer's daemon gets it (its rx_default), not the peer. */
 	build(&b, 1, 999, 8, false);
 	ret = uroce_netio_send(s->tx[0], &d, &b.t, 1);
