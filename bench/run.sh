@@ -6,15 +6,16 @@
 #   BUILD  build directory, already built (default: build/ under the source tree); nothing is
 #          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps}, BUILD/lib.
 #   REPS   repetitions of each pair, uroce and peer interleaved (default 5); the median is kept
-#   SECS   seconds per bandwidth / message-rate run (default 3)
+#   SECS   seconds measured per bandwidth / message-rate run, an integer (default 3; perftest
+#          runs SECS+2 with a 1 s margin at each end, see below)
 #   split  server pinned to CPU 0, client to CPU 1 (a wakeup across vCPUs costs 15-20 us here)
 #   same   server and client both pinned to CPU 0
 #   BENCH  write_bw write_lat send_bw (default: all three)
 #
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
-# write_bw   ib_write_bw -x 0 -s 65536 -D SECS, one RC QP          iperf3 -c 127.0.0.1 -t SECS, one TCP stream
+# write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
 # write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
-# send_bw    ib_send_bw -x 0 -s 64 -D SECS (message rate)          udp_pps: 80-byte sendto() datagrams, counted
+# send_bw    ib_send_bw -x 0 -s 64 -D SECS+2 -f 1 (message rate)    udp_pps: 80-byte sendto() datagrams, counted
 #                                                                  at the receiver (80 B = BTH + 64 + ICRC)
 #
 # Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
@@ -48,7 +49,8 @@ if [ "${1:-}" = --inner ]; then
 	}
 	# field N of the client's line whose first field is SIZE (perftest's result row)
 	pt_field() { awk -v s="$1" -v f="$2" '$1 == s && NF >= f { v = $f } END { if (v != "") print v }'; }
-	emit() { [ -n "$3" ] && echo "$BENCH $PIN $1 $2 $3" >>"$OUT"; }
+	# only numbers count (perftest prints "inf" when its cycle count failed)
+	emit() { case $3 in '' | *[!0-9.]*) return ;; esac; echo "$BENCH $PIN $1 $2 $3" >>"$OUT"; }
 
 	"$UROCE" daemon start >>"$log" 2>&1
 	port=18515
@@ -56,8 +58,10 @@ if [ "${1:-}" = --inner ]; then
 	while [ $rep -le "$REPS" ]; do
 		port=$((port + 1))
 		case $BENCH in
-		write_bw) args="-x 0 -F --report_gbits -s 65536 -D $SECS -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
-		send_bw)  args="-x 0 -F -s 64 -D $SECS -p $port"; tool=ib_send_bw; size=64; col=5 ;;
+		# perftest -D measures between a margin (-f) after the start and a margin before
+		# the end: -D SECS+2 -f 1 measures SECS seconds, like the peer's run.
+		write_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
+		send_bw)  args="-x 0 -F -s 64 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_send_bw; size=64; col=5 ;;
 		write_lat) args="-x 0 -F -s 2 -n $LITERS -p $port"; tool=ib_write_lat; size=2; col=5 ;;
 		esac
 		# uroce: perftest server and client
@@ -71,7 +75,11 @@ if [ "${1:-}" = --inner ]; then
 		fi
 		wait $spid
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
-		emit uroce $rep "$(pt_field $size $col <"$OUT.cli")"
+		# the client's figure; for ib_write_lat the server measures the same round trips,
+		# and stands in when the client's is not a number
+		v=$(pt_field $size $col <"$OUT.cli")
+		case $v in '' | *[!0-9.]*) [ "$BENCH" = write_lat ] && v=$(pt_field $size $col <"$OUT.srv") ;; esac
+		emit uroce $rep "$v"
 
 		# the peer, pinned the same way
 		echo "== rep $rep peer" >>"$log"
