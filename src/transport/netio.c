@@ -529,7 +529,9 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	}
-	r = sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	do
+		r = sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
 	if (r >= 0) {
 		ctr_add(nio, C_TX_PACKETS, cnt);
 		ctr_add(nio, C_TX_BYTES, bytes);
@@ -676,10 +678,12 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 				break;   /* a shorter packet ends the run */
 		}
 		ret = send_iov(tx, dst, iov, iovcnt, cnt, bytes, (uint16_t)seg);
-		if (ret && ret != -EAGAIN && cnt > 1) {
-			/* The kernel refused GSO (no checksum offload on the route: EIO; an old
-			 * kernel: EINVAL/ENOPROTOOPT): from now on one packet per call.  The
-			 * ICRCs of packets 1.. were computed for IDs 1..: redo them below. */
+		if (cnt > 1 && (ret == -EIO || ret == -EINVAL || ret == -ENOPROTOOPT ||
+				ret == -EOPNOTSUPP)) {
+			/* The kernel refused GSO (no checksum offload on the route: EIO; a
+			 * segment larger than the route's MTU or an old kernel: EINVAL,
+			 * ENOPROTOOPT): from now on one packet per call.  The ICRCs of packets
+			 * 1.. were computed for IDs 1..: they are redone below. */
 			tx->gso = false;
 			continue;
 		}
@@ -840,7 +844,9 @@ int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, 
 			m->msg_control = nio->rx_cmsg[k];
 			m->msg_controllen = sizeof(nio->rx_cmsg[k]);
 		}
-		got = recvmmsg(nio->fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
+		do
+			got = recvmmsg(nio->fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
+		while (got < 0 && errno == EINTR);
 		if (got <= 0)
 			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
 		for (int k = 0; k < got; k++) {

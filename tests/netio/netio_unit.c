@@ -1,6 +1,10 @@
 /* netio_unit.c — pieces of netio without a daemon.
  *
- *   test_netio_unit          the iovec ICRC against the wire module's (contiguous, ID 0) and
+ *   test_netio_unit          the send path against a sendmsg that fails on demand (GSO runs
+ *                            and their limits, segment k's ICRC for ID k, short counts on
+ *                            EAGAIN/ENOBUFS, losses counted, other errors, the fallback
+ *                            when the kernel refuses UDP_SEGMENT); the iovec ICRC against
+ *                            the wire module's (contiguous, ID 0) and
  *                            against a full IPv4 header with Identification k (what a GSO
  *                            segment carries), the ICRC slot split over pieces, the
  *                            source-port hash range
@@ -16,8 +20,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include "check.h"
-#include "transport/netio.c"   /* statics: sport_for, put_icrc */
+
+/* The send path against a sendmsg that records each call and fails on demand (SQLite's
+ * way of testing failure paths): netio.c is compiled with sendmsg renamed. */
+static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int flags);
+#define sendmsg fake_sendmsg
+#include "transport/netio.c"   /* statics: sport_for, put_icrc, send path */
+#undef sendmsg
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
@@ -99,6 +111,186 @@ static int test_sockets(void)
 	return check_summary();
 }
 
+/* ---- the fake sendmsg ---- */
+#define FAKE_MAX 64
+static struct {
+	bool on;                      /* false: pass through to the real sendmsg */
+	int fail_call, fail_errno;    /* make call number fail_call (0-based) fail */
+	bool fail_gso_only;           /* ...only calls carrying UDP_SEGMENT */
+	unsigned calls;
+	size_t bytes[FAKE_MAX];
+	int gso[FAKE_MAX];            /* segment size, 0 without UDP_SEGMENT */
+	unsigned icrc_bad;            /* segments whose ICRC is not the one for ID k */
+	struct uroce_icrc_addr addr;
+} fk;
+
+static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	uint8_t buf[70000];
+	size_t len = 0;
+	int gso = 0;
+	unsigned call;
+
+	if (!fk.on)
+		return sendmsg(fd, m, flags);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c; c = CMSG_NXTHDR((struct msghdr *)m, c))
+		if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_SEGMENT) {
+			uint16_t g;
+
+			memcpy(&g, CMSG_DATA(c), sizeof(g));
+			gso = g;
+		}
+	call = fk.calls++;
+	if ((int)call == fk.fail_call && (!fk.fail_gso_only || gso)) {
+		errno = fk.fail_errno;
+		return -1;
+	}
+	for (size_t i = 0; i < m->msg_iovlen; i++) {
+		memcpy(buf + len, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len);
+		len += m->msg_iov[i].iov_len;
+	}
+	if (call < FAKE_MAX) {
+		fk.bytes[call] = len;
+		fk.gso[call] = gso;
+	}
+	/* Segment k must carry the ICRC for IPv4 ID k (what the kernel will give it). */
+	for (size_t off = 0, k = 0; off < len; k++) {
+		size_t l = gso && len - off > (size_t)gso ? (size_t)gso : len - off;
+		struct iovec v = { buf + off, l };
+
+		if (uroce_netio_icrc(&fk.addr, (uint16_t)k, &v, 1, l) != uroce_get_le32(buf + off + l - 4))
+			fk.icrc_bad++;
+		off += l;
+		if (!gso)
+			break;
+	}
+	return (ssize_t)len;
+}
+
+static void fake_reset(void)
+{
+	bool on = fk.on;
+	struct uroce_icrc_addr a = fk.addr;
+
+	memset(&fk, 0, sizeof(fk));
+	fk.on = on;
+	fk.addr = a;
+	fk.fail_call = -1;
+}
+
+static int test_sendpath(void)
+{
+	static uint8_t pkts[80][9000];
+	struct uroce_txpkt t[80];
+	struct uroce_netio nio;
+	struct uroce_netio_tx tx;
+	struct uroce_netaddr dst = { .gid = { [10] = 0xFF, [11] = 0xFF, 192, 0, 2, 2 }, .port = 4791 };
+	struct uroce_netio_stats st;
+	size_t sizes[80];
+	int n = 0, ret;
+
+	memset(&nio, 0, sizeof(nio));
+	nio.c = nio.own;
+	memset(&tx, 0, sizeof(tx));
+	tx.nio = &nio;
+	tx.fd = -1;
+	tx.family = AF_INET;
+	memcpy(tx.sgid, dst.gid, 16);
+	tx.sgid[15] = 1;
+	tx.sport = 0xC123;
+	icrc_addr_for(&tx, &dst, &fk.addr);
+	fk.on = true;
+
+	/* 70 x 1000, 500, 3 x 1000, 200, 200: runs of 64 (segment limit), 6+1 (a shorter
+	 * packet ends a run), 3+1, 1 (alone: no UDP_SEGMENT). */
+	for (int i = 0; i < 70; i++)
+		sizes[n++] = 1000;
+	sizes[n++] = 500;
+	for (int i = 0; i < 3; i++)
+		sizes[n++] = 1000;
+	sizes[n++] = 200;
+	sizes[n++] = 200;
+	for (int i = 0; i < n; i++) {
+		fill(pkts[i], sizes[i], (unsigned)i);
+		t[i] = (struct uroce_txpkt){ .iov = { { pkts[i], sizes[i] } }, .iovcnt = 1, .len = sizes[i] };
+	}
+#define SEND_CASE(want_ret)                                                               \
+	do {                                                                              \
+		ret = uroce_netio_send(&tx, &dst, t, (unsigned)n);                        \
+		CHECK(ret == (want_ret), "send returned %d, want %d", ret, (want_ret));   \
+	} while (0)
+	tx.gso = true;
+	fake_reset();
+	SEND_CASE(n);
+	CHECK(fk.calls == 4, "%u sendmsg calls, want 4", fk.calls);
+	CHECK(fk.bytes[0] == 64000 && fk.gso[0] == 1000, "run 1: %zu bytes gso %d", fk.bytes[0], fk.gso[0]);
+	CHECK(fk.bytes[1] == 6500 && fk.gso[1] == 1000, "run 2: %zu bytes gso %d", fk.bytes[1], fk.gso[1]);
+	CHECK(fk.bytes[2] == 3200 && fk.gso[2] == 1000, "run 3: %zu bytes gso %d", fk.bytes[2], fk.gso[2]);
+	CHECK(fk.bytes[3] == 200 && fk.gso[3] == 0, "run 4: %zu bytes gso %d", fk.bytes[3], fk.gso[3]);
+	CHECK(fk.icrc_bad == 0, "%u segments with the wrong ICRC", fk.icrc_bad);
+	uroce_netio_stats(&nio, &st);
+	CHECK(st.tx_packets == (uint64_t)n && st.tx_gso_sends == 3, "tx_packets %llu gso %llu",
+	      (unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends);
+
+	/* A full socket buffer on the second run: the first run's 64 count as sent. */
+	fake_reset();
+	fk.fail_call = 1;
+	fk.fail_errno = EAGAIN;
+	SEND_CASE(64);
+	fake_reset();
+	fk.fail_call = 0;
+	fk.fail_errno = ENOBUFS;
+	SEND_CASE(0);
+	uroce_netio_stats(&nio, &st);
+	CHECK(st.tx_short == 2, "tx_short %llu", (unsigned long long)st.tx_short);
+
+	/* The network dropped it: counted, reported as sent. */
+	fake_reset();
+	fk.fail_call = 2;
+	fk.fail_errno = EHOSTUNREACH;
+	SEND_CASE(n);
+	uroce_netio_stats(&nio, &st);
+	CHECK(st.tx_errors == 4, "tx_errors %llu, want the 4 packets of run 3",
+	      (unsigned long long)st.tx_errors);
+
+	/* Other errors: -errno when nothing went, the count otherwise. */
+	fake_reset();
+	fk.fail_call = 0;
+	fk.fail_errno = EBADF;
+	SEND_CASE(-EBADF);
+	fake_reset();
+	fk.fail_call = 1;
+	fk.fail_errno = EBADF;
+	SEND_CASE(64);
+
+	/* The kernel refuses UDP_SEGMENT: one packet per call from then on, every ICRC for
+	 * ID 0 (the packets of the refused run were computed for IDs 1.. and are redone). */
+	fake_reset();
+	fk.fail_call = 0;
+	fk.fail_errno = EIO;
+	fk.fail_gso_only = true;
+	SEND_CASE(n);
+	CHECK(!tx.gso, "GSO off after EIO");
+	CHECK(fk.calls == 1 + (unsigned)n, "%u calls, want %d", fk.calls, 1 + n);
+	CHECK(fk.icrc_bad == 0, "%u packets with the wrong ICRC after the fallback", fk.icrc_bad);
+
+	/* Big packets: a run stops at 65000 bytes (7 x 9000). */
+	tx.gso = true;
+	for (int i = 0; i < 10; i++) {
+		fill(pkts[i], 9000, (unsigned)i);
+		t[i] = (struct uroce_txpkt){ .iov = { { pkts[i], 9000 } }, .iovcnt = 1, .len = 9000 };
+	}
+	n = 10;
+	fake_reset();
+	SEND_CASE(10);
+	CHECK(fk.calls == 2 && fk.bytes[0] == 63000 && fk.bytes[1] == 27000, "9000-byte runs: %u calls, %zu + %zu",
+	      fk.calls, fk.bytes[0], fk.bytes[1]);
+	CHECK(fk.icrc_bad == 0, "%u segments with the wrong ICRC", fk.icrc_bad);
+#undef SEND_CASE
+	fk.on = false;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t pkt[600], ip[20], udp[8];
@@ -107,6 +299,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "sockets"))
 		return test_sockets();
+	test_sendpath();
 
 	inet_pton(AF_INET, "192.0.2.1", &a4.src.v4);
 	inet_pton(AF_INET, "192.0.2.2", &a4.dst.v4);
