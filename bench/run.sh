@@ -144,7 +144,10 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-bench.XXXXXX") || exit 1
 res=$work/results
 : >"$res"
-commit=$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)
+# The tree the build was configured from (it may be an export of a commit, not this checkout).
+bsrc=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+commit=$(git -C "${bsrc:-$SRC}" describe --always --dirty 2>/dev/null || cat "$bsrc/COMMIT" 2>/dev/null || echo "not a git tree")
+commit="${bsrc:-?} ($commit)"
 echo "# uroce bench $(date -u '+%Y-%m-%d %H:%M UTC') source $commit, build $BUILD (libibverbs.so.1 built $(date -u -r "$BUILD/lib/libibverbs.so.1" '+%H:%M UTC'))"
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, kernel $(uname -r); $REPS reps, ${SECS}s runs; logs in $work"
 # Other work on the machine moves both sides of a ratio, not always equally: say how busy it was.
@@ -180,7 +183,7 @@ END {
 			}
 		}
 		mu = nu ? median(U, nu) : 0; mp = np ? median(P, np) : 0
-		printf "%-10s %-5s %-12s %9.3f %9.3f %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
+		printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
 			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
 	}
 }' "$res"
