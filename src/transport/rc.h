@@ -32,6 +32,7 @@
 #define UROCE_RC_MAX_PKT_PER_ACK 64     /* AckReq at least every 64 packets (rxe RXE_MAX_PKT_PER_ACK) */
 #define UROCE_RC_MAX_UNACKED_PSNS 128   /* send window in PSNs (rxe RXE_MAX_UNACKED_PSNS) */
 #define UROCE_RC_MIN_TIMEOUT_NS 1000000ull /* local ACK timeout floor: 1 ms (rxe: 1 jiffy) */
+#define UROCE_RC_READ_RETRY_PKTS 64    /* responses asked for per retried READ request */
 #define UROCE_RC_MAX_PKT 4200           /* largest packet we build: MTU 4096 + headers + ICRC */
 
 /* ---- errors: the one table (rc_err.c) ---- */

@@ -219,12 +219,13 @@ void uroce_rc_completer(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 				break;
 			}
 			{
-				bool last = pkt->op->mask & UROCE_OPF_LAST;
 				uint32_t expect = sw->len - sw->read_done;
 
+				/* Every response but the message's last carries a full MTU.  (LAST may also
+				 * end a piece of a READ retried in pieces, rc_req.c.) */
 				if (expect > rc->mtu)
 					expect = rc->mtu;
-				if (pkt->payload_len != expect || (last != (sw->read_done + expect == sw->len))) {
+				if (pkt->payload_len != expect) {
 					rc->st.drops[UROCE_RC_DROP_RESP_OPCODE]++;
 					state = UROCE_COMP_DONE;
 					break;
@@ -237,7 +238,7 @@ void uroce_rc_completer(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 				}
 				sw->read_done += pkt->payload_len;
 				rc->comp_psn = psn_add(psn, 1);
-				if (last) {
+				if (sw->read_done == sw->len) {
 					sw->done = 1;
 					sw->status = IBV_WC_SUCCESS;
 				}

@@ -151,7 +151,18 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		p.reth.va = w->u.rdma.remote_addr + off;
 		p.reth.rkey = w->u.rdma.rkey;
 		p.reth.len = sw->len - off;
-		last = true;
+		/* A retried READ asks for at most UROCE_RC_READ_RETRY_PKTS responses at a time:
+		 * on a lossy path, asking again for the whole remainder after each loss costs
+		 * O(n^2) response packets; pieces keep it linear.  The responder replays any
+		 * sub-range of the original request (IBA 9.7.5.1.3 allows the requester to
+		 * resume a READ at the PSN of the first missing response).  Only once a response
+		 * arrived: then the responder holds the whole original request as its resource;
+		 * before, the original may have been lost and this request is the new one. */
+		if (psn_before(psn, rc->high_psn) && sw->read_done &&
+		    p.reth.len > UROCE_RC_READ_RETRY_PKTS * rc->mtu)
+			p.reth.len = UROCE_RC_READ_RETRY_PKTS * rc->mtu;
+		last = off + p.reth.len >= sw->len;
+		n = 0;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -217,7 +228,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 	uroce_rc_xmit(rc, rc->scratch, len);
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		rc->req_psn = psn_add(sw->last_psn, 1);
-		rc->req_off = sw->len;
+		rc->req_off = off + p.reth.len;
 	} else {
 		rc->req_psn = psn_add(psn, 1);
 		rc->req_off = off + n;
@@ -265,6 +276,11 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 				state = UROCE_REQ_DONE;
 				break;
 			}
+			/* A READ retried in pieces: the next piece once the last one has arrived. */
+			if (sw->started && w->opcode == IBV_WR_RDMA_READ && rc->req_off > sw->read_done) {
+				state = UROCE_REQ_WAIT;
+				break;
+			}
 			if (w->opcode == IBV_WR_LOCAL_INV || w->opcode == IBV_WR_BIND_MW) {
 				state = UROCE_REQ_LOCAL_OP;
 				break;
@@ -299,10 +315,14 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 			state = UROCE_REQ_NEXT_WQE;
 			break;
 		}
-		case UROCE_REQ_CHECK_WINDOW:
-			state = psn_dist(rc->comp_psn, rc->req_psn) >= UROCE_RC_MAX_UNACKED_PSNS
+		case UROCE_REQ_CHECK_WINDOW: {
+			/* The PSN this packet will carry: a started WQE keeps its own. */
+			uint32_t next = sw->started ? psn_add(sw->first_psn, rc->req_off / rc->mtu) : rc->req_psn;
+
+			state = psn_dist(rc->comp_psn, next) >= UROCE_RC_MAX_UNACKED_PSNS
 				? UROCE_REQ_WAIT : UROCE_REQ_BUILD;
 			break;
+		}
 		case UROCE_REQ_BUILD:
 			state = build_one(rc, rc->req_idx, w, sw) ? UROCE_REQ_NEXT_WQE : UROCE_REQ_DONE;
 			break;

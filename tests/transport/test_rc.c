@@ -87,6 +87,26 @@ static bool wait_wc(struct world *w, int i, struct ibv_wc *wc)
 	int r = world_run(w, cq_has, &x, 3600ull * 1000000000ull);
 
 	if (r) {
+		struct uroce_rc *rc = uroce_rc_of(w->qp[0]);
+		struct uroce_qp *q = w->qp[0];
+		struct uroce_rc_swqe *sw = &rc->swqe[rc->req_idx & (q->sq.size - 1)];
+
+		fprintf(stderr, "stuck: head %u req_idx %u sent_idx %u tail %u req_off %u req_psn %u comp_psn %u "
+			"high_psn %u rd_atomic %u rnr_wait %d t_retrans %llu | wqe first %u last %u len %u "
+			"read_done %u started %d sent %d done %d\n", q->sq.head, rc->req_idx, rc->sent_idx,
+			q->sq.tail, rc->req_off, rc->req_psn, rc->comp_psn, rc->high_psn, rc->rd_atomic,
+			rc->rnr_wait, (unsigned long long)rc->t_retrans, sw->first_psn, sw->last_psn, sw->len,
+			sw->read_done, sw->started, sw->sent, sw->done);
+		{
+			struct uroce_rc *r1 = uroce_rc_of(w->qp[1]);
+
+			fprintf(stderr, "  responder: resp_psn %u nak_sent %d opseq %u state %d dup %llu "
+				"dup_unknown %llu out_of_seq %llu read_replays %llu\n", r1->resp_psn, r1->nak_sent,
+				r1->resp_opseq, w->qp[1]->attr.qp_state, (unsigned long long)r1->st.dup_requests,
+				(unsigned long long)r1->st.drops[UROCE_RC_DROP_DUP_UNKNOWN],
+				(unsigned long long)r1->st.drops[UROCE_RC_DROP_PSN_OUT_OF_SEQ],
+				(unsigned long long)r1->st.read_replays);
+		}
 		CHECK(0, "world_run: %d waiting for a completion on cq %d", r, i);
 		return false;
 	}
