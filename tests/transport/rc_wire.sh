@@ -1,0 +1,73 @@
+#!/bin/sh
+# rc_wire.sh UROCE — capture a real RC run and check it with independent tools.  Run by
+# nsrun.sh (private namespaces: the capture sees only this test's traffic on lo).
+#
+#   1. tshark captures UDP 4791 on lo while Debian's ibv_rc_pingpong (multi-packet
+#      messages) and ib_read_bw / ib_atomic_bw run over uroce;
+#   2. tshark dissects the file as InfiniBand: every packet must dissect as a BTH of an RC
+#      opcode, none malformed, and SEND FIRST/MIDDLE/LAST, ACK, READ request/response and
+#      atomic packets must all be there;
+#   3. scapy (Debian's /usr/bin/python3, scapy.contrib.roce) recomputes every packet's ICRC.
+# Exit 77 when tshark or scapy is missing.
+set -u
+UROCE=$1
+. "$(dirname "$0")/../daemon/lib.sh"
+command -v tshark >/dev/null || { echo "SKIP: no tshark"; exit 77; }
+/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || { echo "SKIP: no scapy"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cap=$tmp/rc.pcap
+
+tshark -q -i lo -f 'udp port 4791' -w "$cap" >"$tmp/tshark.log" 2>&1 &
+tpid=$!
+started() { grep -q "Capturing on" "$tmp/tshark.log"; }
+wait_for 30 started || fail "tshark did not start"
+
+pair() { # server command; the client adds 127.0.0.1
+	"$UROCE" run "$@" >"$tmp/srv.log" 2>&1 &
+	sp=$!
+	listening() { ss -ltnH "sport = :18515" | grep -q LISTEN; }
+	wait_for 20 listening || fail "$1 server never listened"
+	timeout 60 "$UROCE" run "$@" 127.0.0.1 >"$tmp/cli.log" 2>&1 || { fail "$1 client"; cat "$tmp/cli.log"; }
+	wait $sp || { fail "$1 server"; cat "$tmp/srv.log"; }
+}
+pair ibv_rc_pingpong -g 0 -s 3000 -n 20 -m 1024
+pair ib_read_bw -x 0 -F -s 10000 -n 20
+pair ib_atomic_bw -x 0 -F -n 20
+# Let tshark write the last packets: stop it and wait until it has exited.
+kill -INT $tpid; wait $tpid
+
+total=$(tshark -r "$cap" -Y udp.port==4791 2>/dev/null | wc -l)
+ib=$(tshark -r "$cap" -Y infiniband.bth 2>/dev/null | wc -l)
+bad=$(tshark -r "$cap" -Y '_ws.malformed || _ws.expert.severity >= warning' 2>/dev/null | wc -l)
+echo "captured $total RoCEv2 packets, $ib dissected with a BTH, $bad malformed"
+[ "$total" -gt 100 ] || fail "too few packets ($total)"
+[ "$ib" -eq "$total" ] || fail "$((total - ib)) packets without a BTH"
+[ "$bad" -eq 0 ] || fail "$bad malformed packets"
+ops=$(tshark -r "$cap" -Y infiniband.bth -T fields -e infiniband.bth.opcode 2>/dev/null | sort -n | uniq -c)
+echo "opcodes (count opcode):"; echo "$ops"
+for op in 0 1 2 12 13 14 15 17 18 20; do   # SEND F/M/L, READ req + resp F/M/L, ACK, atomic ACK, FA
+	echo "$ops" | awk -v o=$op '$2 == o { f = 1 } END { exit !f }' || fail "no packet with opcode $op"
+done
+
+/usr/bin/python3 - "$cap" <<'PY' || fail "scapy ICRC check"
+import sys
+from scapy.all import rdpcap, IP, UDP, raw
+from scapy.contrib.roce import BTH
+n = bad = 0
+for pkt in rdpcap(sys.argv[1]):
+    if UDP not in pkt or pkt[UDP].dport != 4791:
+        continue
+    n += 1
+    ip = IP(raw(pkt[IP]))            # re-dissect so BTH is bound under UDP 4791
+    want = ip[BTH].compute_icrc(None)
+    got = raw(ip[UDP].payload)[-4:]
+    if want != got:
+        bad += 1
+        if bad <= 5:
+            print("bad ICRC: opcode %d psn %d: %s != %s" % (ip[BTH].opcode, ip[BTH].psn, got.hex(), want.hex()))
+print("scapy: %d packets, ICRC ok %d, bad %d" % (n, n - bad, bad))
+sys.exit(1 if bad or n == 0 else 0)
+PY
+[ $fails -eq 0 ] && echo PASS
+exit $([ $fails -eq 0 ] && echo 0 || echo 1)
