@@ -2,8 +2,8 @@
  * completions, READ responses, atomics, ACK / NAK.
  *
  * States, in the order a packet goes through them:
- *   CHECK_PSN       expected -> on; later -> one PSN sequence NAK per gap (C9-? 9.7.5.1.1,
- *                   rxe sent_psn_nak), then silence until the gap closes; earlier -> DUPLICATE
+ *   CHECK_PSN       expected -> on; later -> one PSN sequence NAK per gap (IBA 9.7.5.1.1;
+ *                   rxe's sent_psn_nak), then silence until the gap closes; earlier -> DUPLICATE
  *   DUPLICATE       SEND/WRITE: ACK again; READ: replay from the saved resource; atomic:
  *                   the saved result, never executed twice (IBA 9.7.5.1.3)
  *   CHECK_OP_SEQ    FIRST/MIDDLE/LAST in order (IBA 9.7.5.1.2): otherwise invalid request
@@ -262,7 +262,7 @@ static enum uroce_resp_state check_rkey(struct uroce_rc *rc, struct resp_ctx *c)
 			return UROCE_RESP_ERROR;
 		}
 		if (uroce_rc_wqe_len(rc->qp, rc->resp_rwqe) - rc->resp_rcv_off < pl) {
-			c->err = UROCE_RC_ERR_LOC_LEN;       /* IBA 9.7.5.1.5 / C9-? receive too small */
+			c->err = UROCE_RC_ERR_LOC_LEN;       /* IBA 9.7.5.1.5: the receive WQE is too small */
 			return UROCE_RESP_ERROR;
 		}
 		return UROCE_RESP_EXECUTE;
