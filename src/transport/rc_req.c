@@ -107,9 +107,14 @@ static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
 			mw->length = info.length;
 			mw->access = info.mw_access_flags;
 		}
-		/* Type 2: the consumer chooses the low 8 bits of the new R_Key (IBA 10.6.7.2.2). */
-		if (mw->mw.type == IBV_MW_TYPE_2)
-			mw->mw.rkey = (mw->mw.rkey & ~0xFFu) | (w->imm_data & 0xFFu);
+		/* The consumer owns the low 8 bits of the new R_Key (IBA 10.6.7.x); the key table
+		 * follows so that the old key no longer resolves. */
+		{
+			uint32_t nk = (mw->mw.rkey & ~0xFFu) | (w->imm_data & 0xFFu);
+
+			if (nk != mw->mw.rkey && uroce_key_rekey(mw->mw.rkey, nk) == 0)
+				mw->mw.rkey = nk;
+		}
 		return UROCE_RC_ERR_NONE;
 	}
 }

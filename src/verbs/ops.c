@@ -76,8 +76,24 @@ static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *
 	ret = uroce_mw_bind_check((struct uroce_mw *)mw, &bind->bind_info);
 	if (ret)
 		return -ret;
-	/* A type 1 bind is a send-queue operation: it needs the transport. */
-	return EOPNOTSUPP;
+	/* IBA 10.6.7.1: a type 1 bind is a send-queue operation with a new R_Key (the low
+	 * 8 bits advance, as ibv_inc_rkey does); the requester executes it in order and the
+	 * window takes the new key then.  mw->rkey is the new key on return (ibv_bind_mw(3)). */
+	{
+		uint32_t nk = (mw->rkey & ~0xFFu) | ((mw->rkey + 1) & 0xFFu);
+		struct ibv_send_wr wr = { .wr_id = bind->wr_id, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = bind->send_flags }, *bad;
+
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = nk;
+		wr.bind_mw.bind_info = bind->bind_info;
+		ret = uroce_key_rekey(mw->rkey, nk);
+		if (ret)
+			return -ret;
+		mw->rkey = nk;
+		ret = uroce_qp_post_send(uroce_qp_from_ib(qp), &wr, &bad);
+		return -ret;
+	}
 }
 
 static int op_compat_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)

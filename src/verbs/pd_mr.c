@@ -124,6 +124,22 @@ void uroce_key_free(uint32_t key)
 	pthread_mutex_unlock(&keys_lock);
 }
 
+int uroce_key_rekey(uint32_t key, uint32_t new_key)
+{
+	uint32_t i = key >> 8;
+	int ret = -ENOENT;
+
+	if ((new_key >> 8) != i)
+		return -EINVAL;
+	pthread_mutex_lock(&keys_lock);
+	if (i && i < keys_cap && keys[i].obj && keys[i].variant == (key & 0xFF)) {
+		keys[i].variant = (uint8_t)new_key;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&keys_lock);
+	return ret;
+}
+
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind)
 {
 	uint32_t i = key >> 8;

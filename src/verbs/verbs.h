@@ -200,6 +200,9 @@ enum uroce_key_kind { UROCE_KEY_MR = 1, UROCE_KEY_MW = 2 };
  * variant changes on every reuse so a stale key never matches a new object. */
 int uroce_key_alloc(enum uroce_key_kind kind, void *obj, uint32_t *key);
 void uroce_key_free(uint32_t key);
+/* A bound memory window's new R_Key (IBA 10.6.7: the consumer-owned low 8 bits change at
+ * each bind): same index, new variant.  0, -EINVAL (other index), -ENOENT (stale key). */
+int uroce_key_rekey(uint32_t key, uint32_t new_key);
 /* Look an object up by key; NULL when the key is unknown or of another kind. */
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind);
 

@@ -447,6 +447,99 @@ static void test_lossy(const char *fault, size_t total, unsigned natomics)
 	world_fini(&w);
 }
 
+
+/* ---- SRQ, the ibv_wr_* API, memory windows: bind, access through the window, Send with
+ * Invalidate, access after invalidation ---- */
+static void test_srq_wr_mw(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 1,
+				.srq_b = true };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_mw *mw;
+	struct ibv_qp_ex *x;
+	uint32_t key;
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	/* SEND into an SRQ. */
+	{
+		struct ibv_sge s = { (uintptr_t)m.a, 3000, m.ma->mr.lkey };
+		struct ibv_sge r = { (uintptr_t)m.b, 4096, m.mb->mr.lkey };
+
+		fill(m.a, 3000, 1);
+		CHECK(post_recv(&w, 1, 5, &r, 1) == 0, "srq recv");
+		CHECK(post(&w, 0, IBV_WR_SEND, 1, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 5 && wc.byte_len == 3000 && !memcmp(m.a, m.b, 3000),
+		      "received through the SRQ");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS, "send wc");
+	}
+	/* The ibv_wr_* API: two WRs in one batch. */
+	w.qp[0]->is_qp_ex = true;
+	w.qp[0]->send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV;
+	uroce_qp_ex_init_ops(w.qp[0]);
+	x = &w.qp[0]->qpx;
+	fill(m.a, 2000, 9);
+	x->wr_start(x);
+	x->wr_id = 70;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	x->wr_rdma_write(x, m.mb->mr.rkey, (uintptr_t)m.b + 100000);
+	x->wr_set_sge(x, m.ma->mr.lkey, (uintptr_t)m.a, 2000);
+	x->wr_id = 71;
+	x->wr_rdma_write(x, m.mb->mr.rkey, (uintptr_t)m.b + 200000);
+	x->wr_set_sge(x, m.ma->mr.lkey, (uintptr_t)m.a + 1000, 1000);
+	CHECK(x->wr_complete(x) == 0, "wr_complete");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 70 && wc.status == IBV_WC_SUCCESS, "wr api 1");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 71 && wc.status == IBV_WC_SUCCESS, "wr api 2");
+	CHECK(!memcmp(m.b + 100000, m.a, 2000) && !memcmp(m.b + 200000, m.a + 1000, 1000), "wr api data");
+
+	/* A type 2 window over 8 KiB of qp[1]'s memory, bound through qp[1]'s send queue. */
+	CHECK(uroce_mw_alloc(w.pd, IBV_MW_TYPE_2, &mw) == 0, "mw alloc");
+	key = (mw->mw.rkey & ~0xFFu) | ((mw->mw.rkey + 0x42) & 0xFFu);
+	{
+		struct ibv_send_wr wr = { .wr_id = 80, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = &mw->mw;
+		wr.bind_mw.rkey = key;
+		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){ &m.mb->mr, (uintptr_t)m.b + 8192, 8192,
+								  IBV_ACCESS_REMOTE_WRITE };
+		CHECK(uroce_qp_post_send(w.qp[1], &wr, &bad) == 0, "bind post");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 80 && wc.opcode == IBV_WC_BIND_MW &&
+		      wc.status == IBV_WC_SUCCESS, "bind wc %d", wc.status);
+		CHECK(mw->mw.rkey == key && mw->bound_mr == m.mb, "bound with the new key");
+	}
+	{
+		struct ibv_sge s = { (uintptr_t)m.a, 100, m.ma->mr.lkey };
+		struct ibv_sge r = { (uintptr_t)m.b, 4096, m.mb->mr.lkey };
+		struct ibv_send_wr wr = { .wr_id = 81, .sg_list = &s, .num_sge = 1,
+					  .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		fill(m.a, 100, 4);
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 90, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b + 8192 + 50,
+			   key, 0, 0) == 0, "write through the window");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(m.b + 8242, m.a, 100),
+		      "window write: %d", wc.status);
+		/* Send with Invalidate: the receive reports the key, the window is unbound. */
+		CHECK(post_recv(&w, 1, 6, &r, 1) == 0, "recv");
+		wr.invalidate_rkey = key;
+		CHECK(uroce_qp_post_send(w.qp[0], &wr, &bad) == 0, "send inv");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 6 && (wc.wc_flags & IBV_WC_WITH_INV) &&
+		      wc.invalidated_rkey == key, "recv with invalidate");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 81 && wc.status == IBV_WC_SUCCESS, "send inv wc");
+		CHECK(mw->bound_mr == NULL, "window invalidated");
+		/* The invalidated key is refused. */
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 91, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b + 8192,
+			   key, 0, 0) == 0, "write");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 91 && wc.status == IBV_WC_REM_ACCESS_ERR,
+		      "invalidated window: %d", wc.status);
+	}
+	uroce_mw_dealloc(mw);
+	mem_fini(&m);
+	world_fini(&w);
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -455,6 +548,7 @@ int main(int argc, char **argv)
 	test_ops(0xFFFFF0, IBV_MTU_4096);     /* PSN wrap inside a message */
 	test_ops(0x7FFFFF, IBV_MTU_256);
 	test_rnr();
+	test_srq_wr_mw();
 	test_dead_peer();
 	test_access();
 	test_lossy(NULL, 4u << 20, 1000);
