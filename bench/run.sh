@@ -15,6 +15,9 @@
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
 # write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
+#                                                                  and, as a second reference, udp_pingpong -T:
+#                                                                  a sleeping thread receives and hands over to
+#                                                                  the spinning main thread (uroce's structure)
 # send_bw    ib_send_bw -x 0 -s 64 -D SECS+2 -f 1 (message rate)    udp_pps: 80-byte sendto() datagrams, counted
 #                                                                  at the receiver (80 B = BTH + 64 + ICRC)
 #
@@ -113,6 +116,18 @@ if [ "${1:-}" = --inner ]; then
 		esac
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
 		emit peer $rep "$v"
+		if [ "$BENCH" = write_lat ]; then
+			# the floor of uroce's structure: each datagram received by a sleeping thread
+			# and handed to the spinning main thread (udp_pingpong -T), same pinning
+			echo "== rep $rep hand-off floor" >>"$log"
+			$S "$BUILD/bin/udp_pingpong" -s -T -p $((port + 2000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 2000)) &&
+				$C "$BUILD/bin/udp_pingpong" -c 127.0.0.1 -T -p $((port + 2000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit floor $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
+		fi
 		rep=$((rep + 1))
 	done
 	"$UROCE" daemon stop >>"$log" 2>&1
@@ -185,10 +200,18 @@ END {
 		mu = nu ? median(U, nu) : 0; mp = np ? median(P, np) : 0
 		printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
 			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
+		nf = 0
+		for (r = 1; r <= reps; r++) if ((order[k], "floor", r) in v) F[++nf] = v[order[k], "floor", r]
+		if (nf) {
+			mf = median(F, nf)
+			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "udp_pp -T", mu, mf, unit[b],
+				(mf > 0 ? mu / mf : 0), "", "(hand-off floor)", nu, nf
+		}
 	}
 }' "$res"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 n=$(wc -l <"$res")
 want=$(($(echo $BENCHES | wc -w) * $(echo $PINS | wc -w) * REPS * 2))
+case " $BENCHES " in *" write_lat "*) want=$((want + $(echo $PINS | wc -w) * REPS)) ;; esac
 [ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
 exit 0

@@ -2,8 +2,14 @@
  * datagram of SIZE bytes over UDP, each busy-polling a non-blocking socket, as perftest's
  * ib_write_lat busy-polls its memory and CQ.
  *
- *   udp_pingpong -s [-p PORT]                                   server: echo until the client says stop
- *   udp_pingpong -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP]
+ *   udp_pingpong -s [-p PORT] [-T]                              server: echo until the client says stop
+ *   udp_pingpong -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP] [-T]
+ *
+ * -T (either side, independently) mimics uroce's structure instead of a plain busy poll: a
+ * second thread sleeps in a blocking recv() and hands each datagram over through memory to
+ * the main thread, which spins on it (as ib_write_lat spins on its buffer while uroce's
+ * progress thread places the WRITE).  Pinned with taskset, both threads share one CPU, so
+ * every datagram costs a wake-up on a CPU that is busy spinning: the floor of that design.
  *
  * The client prints, like perftest, half the round trip (one-way latency) in microseconds:
  *   udp_pingpong bytes=2 iters=N t_min=.. t_typical=.. t_avg=.. t_p99=..
@@ -14,6 +20,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +49,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_pingpong -s [-p PORT] | -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP]\n");
+	fprintf(stderr, "usage: udp_pingpong -s [-p PORT] [-T] | -c HOST [-p PORT] [-z SIZE] [-n ITERS] [-w WARMUP] [-T]\n");
 	exit(2);
 }
 
@@ -62,7 +71,77 @@ static ssize_t spin_recv(int fd, void *buf, size_t len, struct sockaddr_storage 
 	}
 }
 
-static int server(const char *port)
+/* -T: a thread sleeping in poll() receives each datagram and hands it to the spinning main
+ * thread through a ring in memory (like a CQ).  It never waits for the main thread: with
+ * both on one CPU a waiting spinner would hold the CPU the other one needs. */
+#define HO_SLOTS 16
+static struct {
+	int fd;
+	_Atomic unsigned head;             /* written by the receiving thread */
+	unsigned tail;                     /* main thread */
+	struct {
+		ssize_t len;
+		socklen_t flen;
+		struct sockaddr_storage from;
+		uint8_t buf[MAX_SIZE];
+	} slot[HO_SLOTS];
+} ho;
+
+static void *handoff_thread(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd pfd = { .fd = ho.fd, .events = POLLIN };
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return NULL;
+		unsigned h = atomic_load_explicit(&ho.head, memory_order_relaxed);
+		if (h - ho.tail >= HO_SLOTS) { /* full: cannot happen in a ping-pong; drop */
+			uint8_t junk[1];
+			recv(ho.fd, junk, sizeof(junk), MSG_DONTWAIT);
+			continue;
+		}
+		__typeof__(ho.slot[0]) *sl = &ho.slot[h % HO_SLOTS];
+		sl->flen = sizeof(sl->from);
+		sl->len = recvfrom(ho.fd, sl->buf, sizeof(sl->buf), 0, (struct sockaddr *)&sl->from, &sl->flen);
+		if (sl->len < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		atomic_store_explicit(&ho.head, h + 1, memory_order_release);
+		if (sl->len < 0)
+			return NULL;
+	}
+}
+
+static int handoff_start(int fd)
+{
+	pthread_t t;
+
+	ho.fd = fd;
+	return pthread_create(&t, NULL, handoff_thread, NULL) ? -1 : 0;
+}
+
+/* Spin until the hand-off thread delivers; same contract as spin_recv. */
+static ssize_t handoff_recv(void *buf, struct sockaddr_storage *from, socklen_t *flen, uint64_t deadline_ns)
+{
+	for (unsigned spins = 0;; spins++) {
+		if (atomic_load_explicit(&ho.head, memory_order_acquire) != ho.tail) {
+			__typeof__(ho.slot[0]) *sl = &ho.slot[ho.tail % HO_SLOTS];
+			ssize_t n = sl->len;
+			if (n > 0) {
+				memcpy(buf, sl->buf, (size_t)n);
+				memcpy(from, &sl->from, sl->flen);
+				*flen = sl->flen;
+			}
+			ho.tail++;
+			return n;
+		}
+		if ((spins & 1023) == 1023 && deadline_ns && now_ns() > deadline_ns) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+}
+
+static int server(const char *port, int handoff)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE }, *ai;
 	if (getaddrinfo(NULL, port, &hints, &ai) != 0)
@@ -75,11 +154,16 @@ static int server(const char *port)
 		return 1;
 	}
 	freeaddrinfo(ai);
+	if (handoff && handoff_start(fd) < 0) {
+		perror("udp_pingpong: thread");
+		return 1;
+	}
 	static uint8_t buf[MAX_SIZE];
 	for (;;) {
 		struct sockaddr_storage from;
 		socklen_t flen = sizeof(from);
-		ssize_t n = spin_recv(fd, buf, sizeof(buf), &from, &flen, 0);
+		ssize_t n = handoff ? handoff_recv(buf, &from, &flen, 0)
+				    : spin_recv(fd, buf, sizeof(buf), &from, &flen, 0);
 		if (n < 0) {
 			perror("udp_pingpong: recv");
 			return 1;
@@ -93,7 +177,7 @@ static int server(const char *port)
 	}
 }
 
-static int client(const char *host, const char *port, size_t size, unsigned iters, unsigned warmup)
+static int client(const char *host, const char *port, size_t size, unsigned iters, unsigned warmup, int handoff)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
 	if (getaddrinfo(host, port, &hints, &ai) != 0) {
@@ -140,6 +224,10 @@ static int client(const char *host, const char *port, size_t size, unsigned iter
 	uint64_t *t = calloc(iters, sizeof(*t));
 	if (!t)
 		return 1;
+	if (handoff && handoff_start(fd) < 0) {
+		perror("udp_pingpong: thread");
+		return 1;
+	}
 	for (unsigned i = 0; i < warmup + iters; i++) {
 		uint64_t t0 = now_ns();
 		if (send(fd, buf, size, 0) < 0) {
@@ -147,7 +235,9 @@ static int client(const char *host, const char *port, size_t size, unsigned iter
 			return 1;
 		}
 		flen = sizeof(from);
-		if (spin_recv(fd, rbuf, sizeof(rbuf), &from, &flen, t0 + 10000000000ull) < 0) {
+		ssize_t n = handoff ? handoff_recv(rbuf, &from, &flen, t0 + 10000000000ull)
+				    : spin_recv(fd, rbuf, sizeof(rbuf), &from, &flen, t0 + 10000000000ull);
+		if (n < 0) {
 			perror("udp_pingpong: recv");
 			return 1;
 		}
@@ -162,7 +252,7 @@ static int client(const char *host, const char *port, size_t size, unsigned iter
 	for (unsigned i = 0; i < iters; i++)
 		sum += (double)t[i];
 	/* One-way = half the round trip, as perftest's latency tests report. */
-	printf("udp_pingpong bytes=%zu iters=%u t_min=%.2f t_typical=%.2f t_avg=%.2f t_p99=%.2f\n", size, iters,
+	printf("udp_pingpong%s bytes=%zu iters=%u t_min=%.2f t_typical=%.2f t_avg=%.2f t_p99=%.2f\n", handoff ? " handoff" : "", size, iters,
 	       (double)t[0] / 2000.0, (double)t[iters / 2] / 2000.0, sum / iters / 2000.0,
 	       (double)t[(size_t)iters * 99 / 100] / 2000.0);
 	free(t);
@@ -172,10 +262,10 @@ static int client(const char *host, const char *port, size_t size, unsigned iter
 int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = "18600";
-	int srv = 0, opt;
+	int srv = 0, handoff = 0, opt;
 	size_t size = 2;
 	unsigned iters = 10000, warmup = 1000;
-	while ((opt = getopt(argc, argv, "sc:p:z:n:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "sc:p:z:n:w:T")) != -1) {
 		switch (opt) {
 		case 's': srv = 1; break;
 		case 'c': host = optarg; break;
@@ -183,10 +273,11 @@ int main(int argc, char **argv)
 		case 'z': size = strtoul(optarg, NULL, 0); break;
 		case 'n': iters = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'w': warmup = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'T': handoff = 1; break;
 		default: usage();
 		}
 	}
 	if (srv == !!host || size < 1 || size > MAX_SIZE || iters < 1)
 		usage();
-	return srv ? server(port) : client(host, port, size, iters, warmup);
+	return srv ? server(port, handoff) : client(host, port, size, iters, warmup, handoff);
 }
