@@ -143,7 +143,7 @@ while getopts b:r:t:p: opt; do
 	r) REPS=$OPTARG ;;
 	t) SECS=$OPTARG ;;
 	p) case $OPTARG in split | same) PINS=$OPTARG ;; both) PINS="split same" ;; *) exit 2 ;; esac ;;
-	*) sed -n '2,20p' "$0"; exit 2 ;;
+	*) sed -n '2,/^set -u$/{/^set -u$/d;p}' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
