@@ -25,6 +25,7 @@
 
 #include "transport/netio.h"
 #include "transport/rc.h"
+#include "transport/ud.h"
 
 #if !UROCE_HAVE_NETIO
 /* netio.c is not in the tree yet: link without it; the engine then refuses to start
@@ -52,6 +53,7 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	struct uroce_engine *eng;
 	struct uroce_netio_tx *tx;
 	struct uroce_netaddr dst;
+	uint8_t sgid[16];                /* UD: the source GID tx was opened for (per AH) */
 };
 
 static void doorbell(struct uroce_engine *eng)
@@ -90,6 +92,9 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 		pthread_mutex_lock(&found->sq.lock);
 		uroce_rc_input(found, &p->pkt);
 		pthread_mutex_unlock(&found->sq.lock);
+		break;
+	case IBV_QPT_UD:
+		uroce_ud_input(found, p);
 		break;
 	default:
 		break;
@@ -244,6 +249,46 @@ static void eng_release(void *arg)
 	free(eq);
 }
 
+/* A weak reference: the unit tests' in-memory netio (tests/transport/rc_world.h) does not
+ * define it, and a strong one would pull netio.c into those tests. */
+#pragma weak uroce_netio_tx_set_grh
+
+/* UD (ud.c): each WQE names its destination and source GID through its AH; the QP's
+ * send socket is (re)opened for the AH's source GID when it changes. */
+static int eng_ud_xmit(struct uroce_qp *qp, const struct uroce_ah *ah, uint8_t *pkt, size_t len)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+	struct engine_qp *eq = rc->io.arg;
+	struct uroce_txpkt t = { .iov = { { pkt, len } }, .iovcnt = 1, .len = len };
+	int ret;
+
+	if (eq->tx && memcmp(eq->sgid, ah->sgid, 16)) {
+		uroce_netio_tx_close(eq->tx);
+		eq->tx = NULL;
+	}
+	if (!eq->tx) {
+		ret = uroce_netio_tx_open(eq->eng->nio, ah->sgid, qp->qpx.qp_base.qp_num, &eq->tx);
+		if (ret)
+			return ret;
+		memcpy(eq->sgid, ah->sgid, 16);
+	}
+	if (uroce_netio_tx_set_grh)
+		uroce_netio_tx_set_grh(eq->tx, ah->attr.grh.traffic_class, ah->attr.grh.hop_limit);
+	memcpy(eq->dst.gid, ah->attr.grh.dgid.raw, 16);
+	eq->dst.port = 4791;
+	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
+}
+
+/* A UD message may be as long as the port's MTU (IBA C10-93.1.1); UD QPs have no path MTU. */
+static void ud_set_mtu(struct uroce_qp *qp)
+{
+	struct ibv_port_attr pa;
+	struct uroce_rc *rc = uroce_rc_of(qp);
+
+	if (rc && !uroce_query_port(qp->uctx, 1, &pa))
+		rc->mtu = 128u << pa.active_mtu;
+}
+
 /* ------------------------------------------------------------ verbs hooks */
 
 int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
@@ -255,7 +300,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	union ibv_gid sgid;
 	int ret;
 
-	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC)
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC && qp->qpx.qp_base.qp_type != IBV_QPT_UD)
 		return 0;
 	if (next == IBV_QPS_RESET) {
 		uroce_rc_detach(qp);
@@ -263,6 +308,8 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	}
 	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
 		uroce_rc_to_rts(qp);
+		if (qp->qpx.qp_base.qp_type == IBV_QPT_UD)
+			ud_set_mtu(qp);
 		return 0;
 	}
 	if (next != IBV_QPS_RTR || cur != IBV_QPS_INIT || qp->transport)
@@ -280,6 +327,24 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	eng = ctx->transport;
 	pthread_mutex_unlock(&ctx->lock);
 
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
+		/* UD: no fixed peer; the send socket opens at the first send (eng_ud_xmit). */
+		eq = calloc(1, sizeof(*eq));
+		if (!eq)
+			return -ENOMEM;
+		eq->eng = eng;
+		uroce_ud_xmit = eng_ud_xmit;
+		io.xmit = eng_xmit;
+		io.timer = eng_timer;
+		io.release = eng_release;
+		io.arg = eq;
+		ret = uroce_rc_attach(qp, &io);
+		if (ret)
+			eng_release(eq);
+		else
+			ud_set_mtu(qp);
+		return ret;
+	}
 	ret = uroce_query_gid(ctx, 1, qp->attr.ah_attr.grh.sgid_index, &sgid, NULL, NULL);
 	if (ret)
 		return ret;
@@ -311,7 +376,13 @@ void uroce_transport_qp_destroy(struct uroce_qp *qp)
 
 bool uroce_transport_post(struct uroce_qp *qp)
 {
-	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+	if (!qp->transport)
+		return false;
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
+		uroce_ud_requester(qp);
+		return true;
+	}
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC)
 		return false;
 	uroce_rc_requester(qp, true);
 	return true;

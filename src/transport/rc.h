@@ -81,7 +81,11 @@ const char *uroce_rc_err_name(enum uroce_rc_err e);
 	X(RESP_OPCODE, "response of an unexpected kind for the WQE")         \
 	X(RESP_QP_ERR, "response for a QP in error")                         \
 	X(WRONG_TRANSPORT, "opcode of another transport for this QP")        \
-	X(TX_FAIL, "send failed (socket buffer full): left to retransmission")
+	X(TX_FAIL, "send failed (socket buffer full): left to retransmission") \
+	X(QKEY, "UD: Q_Key differs from the QP's (IBA C9-44)")            \
+	X(NO_RWQE, "UD: no receive WQE posted (no RNR for UD)")             \
+	X(UD_RX_LEN, "UD: message longer than the receive WQE (LOC_LEN_ERR)") \
+	X(UD_TOO_LONG, "UD: send longer than the port MTU, not sent (C10-93.1.1)")
 
 enum uroce_rc_drop {
 #define X(n, d) UROCE_RC_DROP_##n,

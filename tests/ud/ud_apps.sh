@@ -1,0 +1,65 @@
+#!/bin/sh
+# ud_apps.sh UROCE TOPO CASE — Debian's unmodified programs over uroce's UD transport,
+# server and client as two processes, run by tests/daemon/nsrun.sh.
+#   TOPO lo:   both on 127.0.0.1;  TOPO veth: two netns joined by veth (needs root: else 77)
+#   CASE ud-SIZE[-e]-ITERS (ibv_ud_pingpong), or a perftest tool name (ib_send_bw, ib_send_lat).
+# The topology setup is the one tests/transport/rc_apps.sh uses; the client starts once the
+# server's TCP port listens (no fixed sleeps).
+set -u
+UROCE=$1
+TOPO=$2
+CASE=$3
+. "$(dirname "$0")/../daemon/lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export UROCE_RC_STATS=1
+
+if [ "$TOPO" = veth ]; then
+	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
+	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
+	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
+	ip -n a link set lo up; ip -n b link set lo up
+	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
+	ip -n a link set va up; ip -n b link set vb up
+	S="ip netns exec a"; C="ip netns exec b"; SADDR=192.0.2.1
+	$S "$UROCE" link add uroce1 netdev va >/dev/null || fail "link add in a"
+	$C "$UROCE" link add uroce1 netdev vb >/dev/null || fail "link add in b"
+	DEV="-d uroce1"
+	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
+	wait_for 20 active "$S" || fail "a's port never became active"
+	wait_for 20 active "$C" || fail "b's port never became active"
+else
+	S=""; C=""; SADDR=127.0.0.1
+	DEV=""
+fi
+
+port=18515
+case $CASE in
+ud-*)      # ud-SIZE[-e]-ITERS: ibv_ud_pingpong (-s is the payload, the GRH area comes on top)
+	set -- $(echo "$CASE" | tr - ' ')
+	size=$2; ev=""; iters=$3
+	[ "$3" = e ] && { ev=-e; iters=$4; }
+	srv="ibv_ud_pingpong $DEV -g 0 -s $size -n $iters $ev"
+	cli="$srv $SADDR" ;;
+ib_*)
+	srv="$CASE $DEV -x 0 -F -c UD -a -n 50"
+	cli="$srv $SADDR" ;;
+*)
+	echo "unknown case $CASE"; exit 2 ;;
+esac
+
+echo "== server: $S uroce run $srv"
+$S timeout 120 "$UROCE" run $srv >"$tmp/srv" 2>&1 &
+spid=$!
+listening() { $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
+wait_for 20 listening || fail "server never listened"
+echo "== client: $C uroce run $cli"
+$C timeout 120 "$UROCE" run $cli >"$tmp/cli" 2>&1
+crc=$?
+wait $spid
+src=$?
+echo "-- server output"; cat "$tmp/srv"
+echo "-- client output"; cat "$tmp/cli"
+[ $crc -eq 0 ] || fail "client exited $crc"
+[ $src -eq 0 ] || fail "server exited $src"
+echo PASS
