@@ -25,6 +25,7 @@
 
 #include "transport/netio.h"
 #include "transport/rc.h"
+#include "transport/uc.h"
 #include "transport/ud.h"
 
 #if !UROCE_HAVE_NETIO
@@ -96,6 +97,9 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	case IBV_QPT_UD:
 		uroce_ud_input(found, p);
 		break;
+	case IBV_QPT_UC:
+		uroce_uc_input(found, &p->pkt);
+		break;
 	default:
 		break;
 	}
@@ -113,7 +117,7 @@ static void drain(struct uroce_engine *eng)
 static void run_timers(struct uroce_engine *eng)
 {
 	struct uroce_context *ctx = eng->ctx;
-	uint64_t now = uroce_rc_clock(), next = 0;
+	uint64_t now = uroce_rc_clock(), next = 0, armed;
 	struct itimerspec its = { 0 };
 
 	pthread_mutex_lock(&ctx->lock);
@@ -135,11 +139,21 @@ static void run_timers(struct uroce_engine *eng)
 			next = d;
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	if (next) {
-		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
-		its.it_value.tv_nsec = (long)(next % 1000000000ull);
-	}
-	eng->armed = next;
+	/* timerfd_settime costs a system call (and kernel locking) per wake-up, and most
+	 * wake-ups leave the earliest deadline where it was.  Set it only when it must move
+	 * earlier, or when nothing is armed (it expired).  A deadline that moved later or went
+	 * away (every PSN acknowledged) is left armed: the thread then wakes once for nothing
+	 * and re-arms here.  That also spares the doorbell of eng_timer when the next post
+	 * re-arms the retransmit timer after an ACK emptied the window (one message at a
+	 * time), since its new deadline is later than the one still armed. */
+	if (!next)
+		return;
+	armed = atomic_load(&eng->armed);
+	if (armed && armed <= next && armed > now)
+		return;
+	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+	its.it_value.tv_nsec = (long)(next % 1000000000ull);
+	atomic_store(&eng->armed, next);
 	timerfd_settime(eng->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
@@ -158,6 +172,8 @@ static void *progress_thread(void *arg)
 			if (ev[i].data.fd == eng->tfd) {
 				if (read(eng->tfd, &v, sizeof(v)) < 0) {
 					/* spurious: nothing expired */
+				} else {
+					atomic_store(&eng->armed, 0);   /* one-shot: it fired */
 				}
 			} else if (ev[i].data.fd == eng->efd) {
 				if (read(eng->efd, &v, sizeof(v)) < 0) {
@@ -174,7 +190,7 @@ static void *progress_thread(void *arg)
 static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 {
 	struct uroce_engine *eng;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
 	int ret;
 
 #if !UROCE_HAVE_NETIO
@@ -196,8 +212,15 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		ret = -errno;
 		goto err;
 	}
+	/* Edge-triggered: application threads drain the socket too (ibv_poll_cq); level-
+	 * triggered, the progress thread would wake again and again for datagrams an
+	 * application thread is reading, on that thread's CPU.  A new datagram is a new edge;
+	 * data left behind is covered by drain() reading until empty, netio's hand-off
+	 * between concurrent pollers (rx_missed) and uroce_transport_poll's doorbell when it
+	 * stops at its budget. */
 	ev.data.fd = uroce_netio_fd(eng->nio);
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+	ev.events = EPOLLIN;
 	ev.data.fd = eng->tfd;
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->tfd, &ev);
 	ev.data.fd = eng->efd;
@@ -300,7 +323,8 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	union ibv_gid sgid;
 	int ret;
 
-	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC && qp->qpx.qp_base.qp_type != IBV_QPT_UD)
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC && qp->qpx.qp_base.qp_type != IBV_QPT_UD &&
+	    qp->qpx.qp_base.qp_type != IBV_QPT_UC)
 		return 0;
 	if (next == IBV_QPS_RESET) {
 		uroce_rc_detach(qp);
@@ -382,6 +406,10 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		uroce_ud_requester(qp);
 		return true;
 	}
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_UC) {
+		uroce_uc_requester(qp);
+		return true;
+	}
 	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC)
 		return false;
 	uroce_rc_requester(qp, true);
@@ -397,8 +425,9 @@ void uroce_transport_poll(struct uroce_context *ctx)
 {
 	struct uroce_engine *eng = ctx->transport;
 
-	if (eng)
-		uroce_netio_poll(eng->nio, 64, rx_one, eng);
+	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
+	if (eng && uroce_netio_poll(eng->nio, 64, rx_one, eng) == 64)
+		doorbell(eng);
 }
 
 void uroce_transport_ctx_close(struct uroce_context *ctx)

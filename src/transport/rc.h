@@ -85,7 +85,9 @@ const char *uroce_rc_err_name(enum uroce_rc_err e);
 	X(QKEY, "UD: Q_Key differs from the QP's (IBA C9-44)")            \
 	X(NO_RWQE, "UD: no receive WQE posted (no RNR for UD)")             \
 	X(UD_RX_LEN, "UD: message longer than the receive WQE (LOC_LEN_ERR)") \
-	X(UD_TOO_LONG, "UD: send longer than the port MTU, not sent (C10-93.1.1)")
+	X(UD_TOO_LONG, "UD: send longer than the port MTU, not sent (C10-93.1.1)") \
+	X(UC_MSG_LOST, "UC: message abandoned (a packet of it lost or malformed)") \
+	X(UC_RKEY, "UC: WRITE with a bad R_Key / range: message dropped")
 
 enum uroce_rc_drop {
 #define X(n, d) UROCE_RC_DROP_##n,
@@ -213,6 +215,7 @@ struct uroce_rc {
 	uint32_t nres, res_next;
 	uint8_t *scratch;                /* packet build buffer, UROCE_RC_MAX_PKT */
 
+	bool uc_drop_msg;                /* UC responder: dropping until the next FIRST/ONLY (uc.c) */
 	enum uroce_rc_err pending_err;   /* raised after qp->lock is dropped */
 	enum ibv_event_type pending_event;
 	struct uroce_rc_stats st;

@@ -609,9 +609,8 @@ static int sq_commit(struct uroce_qp *qp, uint32_t n)
 	case IBV_QPS_SQD:
 		/* IBA 10.8.2: the WQEs join the send queue and the requester runs in the
 		 * caller's thread (no cross-core wakeup on the latency path). */
-		if ((qp->qpx.qp_base.qp_type != IBV_QPT_RC && qp->qpx.qp_base.qp_type != IBV_QPT_UD) ||
-		    !qp->transport)
-			return -EOPNOTSUPP;   /* UC engine: issue #5 */
+		if (!qp->transport)
+			return -EOPNOTSUPP;   /* no data path linked */
 		qp->sq.tail += n;
 		uroce_transport_post(qp);
 		return 0;

@@ -2,7 +2,8 @@
 # ud_apps.sh UROCE TOPO CASE — Debian's unmodified programs over uroce's UD transport,
 # server and client as two processes, run by tests/daemon/nsrun.sh.
 #   TOPO lo:   both on 127.0.0.1;  TOPO veth: two netns joined by veth (needs root: else 77)
-#   CASE ud-SIZE[-e]-ITERS (ibv_ud_pingpong), or a perftest tool name (ib_send_bw, ib_send_lat).
+#   CASE ud-SIZE[-e]-ITERS (ibv_ud_pingpong), uc-SIZE[-e]-ITERS (ibv_uc_pingpong), or
+#        TOOL-UD / TOOL-UC (perftest TOOL -c UD/UC, all sizes -a; TOOL-UD-mcast adds -M).
 # The topology setup is the one tests/transport/rc_apps.sh uses; the client starts once the
 # server's TCP port listens (no fixed sleeps).
 set -u
@@ -35,14 +36,16 @@ fi
 
 port=18515
 case $CASE in
-ud-*)      # ud-SIZE[-e]-ITERS: ibv_ud_pingpong (-s is the payload, the GRH area comes on top)
+ud-*|uc-*) # ud-SIZE[-e]-ITERS: ibv_ud_pingpong (-s is the payload, the GRH area comes on
+	   # top); uc-...: ibv_uc_pingpong
 	set -- $(echo "$CASE" | tr - ' ')
 	size=$2; ev=""; iters=$3
 	[ "$3" = e ] && { ev=-e; iters=$4; }
-	srv="ibv_ud_pingpong $DEV -g 0 -s $size -n $iters $ev"
+	srv="ibv_$1_pingpong $DEV -g 0 -s $size -n $iters $ev"
 	cli="$srv $SADDR" ;;
 ib_*)
-	srv="$CASE $DEV -x 0 -F -c UD -a -n 50"
+	set -- $(echo "$CASE" | tr - ' ')
+	srv="$1 $DEV -x 0 -F -c $2 -a -n 50"
 	cli="$srv $SADDR" ;;
 *)
 	echo "unknown case $CASE"; exit 2 ;;
