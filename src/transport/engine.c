@@ -25,6 +25,7 @@
 
 #include "transport/netio.h"
 #include "transport/rc.h"
+#include "transport/mcast.h"
 #include "transport/uc.h"
 #include "transport/ud.h"
 
@@ -73,6 +74,26 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	struct uroce_qp *found = NULL;
 
 	pthread_mutex_lock(&ctx->lock);
+	if (p->pkt.bth.dqpn == UROCE_MCAST_QPN) {
+		/* IBA 10.5 / mcast.h: a multicast datagram goes to every attached UD QP. */
+		bool any = false;
+
+		for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+			struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+
+			if (qp->qpx.qp_base.qp_type != IBV_QPT_UD || !qp->transport ||
+			    !uroce_mcast_member(qp, p->dgid))
+				continue;
+			any = true;
+			pthread_mutex_lock(&qp->lock);
+			uroce_ud_input(qp, p);
+			uroce_rc_unlock_qp(qp);
+		}
+		pthread_mutex_unlock(&ctx->lock);
+		if (!any)
+			uroce_netio_count_misrouted(eng->nio);
+		return 0;
+	}
 	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
 		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
 
@@ -395,7 +416,46 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 
 void uroce_transport_qp_destroy(struct uroce_qp *qp)
 {
+	struct uroce_engine *eng = qp->uctx->transport;
+	uint32_t ifindex = 0;
+	union ibv_gid g;
+
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
+		uroce_query_gid(qp->uctx, 1, 0, &g, NULL, &ifindex);
+		uroce_mcast_qp_gone(qp, eng ? uroce_netio_fd(eng->nio) : -1, (int)ifindex);
+	}
 	uroce_rc_detach(qp);
+}
+
+int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool attach)
+{
+	struct uroce_context *ctx = qp->uctx;
+	struct uroce_engine *eng;
+	uint32_t ifindex = 0;
+	union ibv_gid g;
+	int ret;
+
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_UD || !uroce_mcast_gid_ok(gid->raw))
+		return -EINVAL;
+	/* The group is joined on the context's receive socket: start the data path now if no
+	 * QP has reached RTR yet. */
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->transport) {
+		ret = engine_start(ctx, &eng);
+		if (ret) {
+			pthread_mutex_unlock(&ctx->lock);
+			return ret == -ENOSYS ? -EOPNOTSUPP : ret;
+		}
+		ctx->transport = eng;
+	}
+	eng = ctx->transport;
+	pthread_mutex_unlock(&ctx->lock);
+	ret = uroce_query_gid(ctx, 1, 0, &g, NULL, &ifindex);
+	if (ret)
+		return ret;
+	if (attach)
+		return uroce_mcast_attach(qp, gid->raw, uroce_netio_fd(eng->nio), (int)ifindex);
+	return uroce_mcast_detach(qp, gid->raw, uroce_netio_fd(eng->nio), (int)ifindex);
 }
 
 bool uroce_transport_post(struct uroce_qp *qp)

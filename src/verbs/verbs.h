@@ -422,6 +422,9 @@ bool uroce_transport_post(struct uroce_qp *qp);
 void uroce_transport_unlock_qp(struct uroce_qp *qp);
 void uroce_transport_poll(struct uroce_context *ctx);
 void uroce_transport_ctx_close(struct uroce_context *ctx);
+/* ibv_attach_mcast / ibv_detach_mcast of a UD QP (transport/mcast.h): 0, -EINVAL (not UD,
+ * not a multicast GID), -ENOENT (detach: not attached), -errno of the socket join. */
+int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool attach);
 
 /* ---- ops tables (ops.c) ---- */
 void uroce_context_set_ops(struct uroce_context *ctx);

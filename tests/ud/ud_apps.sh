@@ -46,6 +46,8 @@ ud-*|uc-*) # ud-SIZE[-e]-ITERS: ibv_ud_pingpong (-s is the payload, the GRH area
 ib_*)
 	set -- $(echo "$CASE" | tr - ' ')
 	srv="$1 $DEV -x 0 -F -c $2 -a -n 50"
+	# -mcast: perftest's --mcg with an IPv4-mapped RoCEv2 multicast GID (239.1.2.3)
+	[ "${3:-}" = mcast ] && srv="$1 $DEV -x 0 -F -c UD -g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3 -n 200"
 	cli="$srv $SADDR" ;;
 *)
 	echo "unknown case $CASE"; exit 2 ;;

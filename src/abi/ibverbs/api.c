@@ -575,14 +575,18 @@ UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcod
 
 UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp; (void)gid; (void)lid;
-	return EOPNOTSUPP;   /* multicast arrives with the UD transport */
+	(void)lid;   /* RoCE: the GID is the IP multicast group; there are no LIDs */
+	if (!qp || !gid)
+		return EINVAL;
+	return -uroce_transport_mcast(uroce_qp_from_ib(qp), gid, true);
 }
 
 UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp; (void)gid; (void)lid;
-	return EOPNOTSUPP;
+	(void)lid;
+	if (!qp || !gid)
+		return EINVAL;
+	return -uroce_transport_mcast(uroce_qp_from_ib(qp), gid, false);
 }
 
 /* --------------------------------------------------------------------- AH */
