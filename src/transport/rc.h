@@ -198,6 +198,7 @@ struct uroce_rc {
 
 	/* timers (timers.c), CLOCK_MONOTONIC ns, 0 = off */
 	uint64_t t_retrans, t_rnr;
+	uint8_t backoff;                 /* local ACK timeouts in a row without progress (max 4) */
 
 	/* responder */
 	uint32_t resp_psn;               /* expected PSN */

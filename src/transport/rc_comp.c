@@ -71,6 +71,7 @@ static void progress(struct uroce_rc *rc)
 	rc->retry_left = rc->qp->attr.retry_cnt;
 	rc->rnr_left = rc->qp->attr.rnr_retry;
 	rc->gb_valid = false;
+	rc->backoff = 0;
 	if (psn_cmp(rc->comp_psn, rc->high_psn) == 0)
 		uroce_rc_timer_retrans_stop(rc);
 	else

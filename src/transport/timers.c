@@ -5,7 +5,9 @@
  *   t_retrans    a request packet is sent while none was      every PSN sent is acknowledged  retry_cnt-- (7 = forever, as rxe);
  *   (local ACK   outstanding; re-armed (pushed back) by each  (comp_psn == req_psn), QP       0 left: RETRY_EXC_ERR; else go back
  *   timeout,     ACK/response that makes progress             error, detach                   to comp_psn and resend (IBA 9.7.6.1.1)
- *   IBA 9.7.6.1.1, C9-139) 4.096 us * 2^timeout, floor UROCE_RC_MIN_TIMEOUT_NS; timeout 0 = never
+ *   IBA 9.7.6.1.1)  4.096 us * 2^timeout, floor UROCE_RC_MIN_TIMEOUT_NS; timeout 0 = never;
+ *                with retry_cnt 7 (forever) doubled after each expiry without progress, at
+ *                most 16x, reset by progress
  *   t_rnr        an RNR NAK is received (IBA 9.7.5.2.8)       it fires; QP error, detach      resend from the NAK's PSN
  *                for the AETH's timer code (uroce_rnr_timer_usec)
  *
@@ -39,7 +41,11 @@ static uint64_t retrans_ns(const struct uroce_rc *rc)
 	if (!t)
 		return 0;
 	ns = 4096ull << (t > 31 ? 31 : t);
-	return ns < UROCE_RC_MIN_TIMEOUT_NS ? UROCE_RC_MIN_TIMEOUT_NS : ns;
+	if (ns < UROCE_RC_MIN_TIMEOUT_NS)
+		ns = UROCE_RC_MIN_TIMEOUT_NS;
+	/* Back off while retries make no progress (docs/soft-roce-differences.md): a 1 MiB
+	 * READ answered more slowly than the timeout must not be asked for again and again. */
+	return ns << rc->backoff;
 }
 
 void uroce_rc_timer_retrans_arm(struct uroce_rc *rc)
@@ -101,6 +107,11 @@ uint64_t uroce_rc_timers_run(struct uroce_qp *qp, uint64_t now)
 			} else {
 				if (qp->attr.retry_cnt != 7)
 					rc->retry_left--;
+				/* Only when retrying forever (retry_cnt 7): a finite retry_cnt keeps the
+				 * spec's timing, so RETRY_EXC_ERR comes after exactly retry_cnt + 1
+				 * timeouts. */
+				if (qp->attr.retry_cnt == 7 && rc->backoff < 4)
+					rc->backoff++;
 				uroce_rc_go_back(rc, rc->comp_psn);
 				uroce_rc_requester(qp, true);
 			}

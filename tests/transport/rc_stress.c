@@ -113,7 +113,7 @@ static void setup(struct node *n)
 	n->pd = ibv_alloc_pd(n->ctx);
 	n->cq = ibv_create_cq(n->ctx, 4 * NSLOT + 64, NULL, NULL, 0);
 	n->len = (size_t)NSLOT * CHUNK + 64;
-	n->buf = aligned_alloc(4096, n->len + 4096);
+	n->buf = aligned_alloc(4096, (n->len + 4095) & ~(size_t)4095);
 	memset(n->buf, 0, n->len);
 	n->mr = ibv_reg_mr(n->pd, n->buf, n->len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);

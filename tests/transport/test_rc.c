@@ -359,7 +359,7 @@ static void test_lossy(const char *fault, size_t total, unsigned natomics)
 	struct mem m;
 	struct ibv_wc wc;
 	struct uroce_rc_stats s0, s1;
-	const uint32_t chunk = 256 * 1024;
+	const uint32_t chunk = getenv("RC_CHUNK") ? (uint32_t)atoi(getenv("RC_CHUNK")) : 256 * 1024;
 	size_t moved[3] = { 0, 0, 0 };
 	uint64_t *ctr, *cas;
 
