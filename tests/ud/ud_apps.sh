@@ -11,6 +11,8 @@ UROCE=$1
 TOPO=$2
 CASE=$3
 . "$(dirname "$0")/../daemon/lib.sh"
+# lib.sh's fail() only counts; die() stops the test where going on makes no sense.
+die() { fail "$@"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UROCE_RC_STATS=1
@@ -23,12 +25,12 @@ if [ "$TOPO" = veth ]; then
 	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
 	ip -n a link set va up; ip -n b link set vb up
 	S="ip netns exec a"; C="ip netns exec b"; SADDR=192.0.2.1
-	$S "$UROCE" link add uroce1 netdev va >/dev/null || fail "link add in a"
-	$C "$UROCE" link add uroce1 netdev vb >/dev/null || fail "link add in b"
+	$S "$UROCE" link add uroce1 netdev va >/dev/null || die "link add in a"
+	$C "$UROCE" link add uroce1 netdev vb >/dev/null || die "link add in b"
 	DEV="-d uroce1"
 	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
-	wait_for 20 active "$S" || fail "a's port never became active"
-	wait_for 20 active "$C" || fail "b's port never became active"
+	wait_for 20 active "$S" || die "a's port never became active"
+	wait_for 20 active "$C" || die "b's port never became active"
 else
 	S=""; C=""; SADDR=127.0.0.1
 	DEV=""
@@ -57,7 +59,7 @@ echo "== server: $S uroce run $srv"
 $S timeout 120 "$UROCE" run $srv >"$tmp/srv" 2>&1 &
 spid=$!
 listening() { $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
-wait_for 20 listening || fail "server never listened"
+wait_for 20 listening || die "server never listened"
 echo "== client: $C uroce run $cli"
 $C timeout 120 "$UROCE" run $cli >"$tmp/cli" 2>&1
 crc=$?
@@ -65,6 +67,7 @@ wait $spid
 src=$?
 echo "-- server output"; cat "$tmp/srv"
 echo "-- client output"; cat "$tmp/cli"
-[ $crc -eq 0 ] || fail "client exited $crc"
-[ $src -eq 0 ] || fail "server exited $src"
+[ $crc -eq 0 ] || die "client exited $crc"
+[ $src -eq 0 ] || die "server exited $src"
+[ $fails -eq 0 ] || exit 1
 echo PASS
