@@ -47,7 +47,16 @@ ud-*|uc-*) # ud-SIZE[-e]-ITERS: ibv_ud_pingpong (-s is the payload, the GRH area
 	cli="$srv $SADDR" ;;
 ib_*)
 	set -- $(echo "$CASE" | tr - ' ')
-	srv="$1 $DEV -x 0 -F -c $2 -a -n 50"
+	# -a -n 5 as rc_apps.sh: a passive side progresses only through uroce's thread, so
+	# latency runs are slow on a loaded 2-core machine.
+	srv="$1 $DEV -x 0 -F -c $2 -a -n 5"
+	# UC SEND has no flow control and no retransmission: a message lost to a full socket
+	# buffer would leave ib_send_bw's server waiting forever, so keep the window small.
+	# The same for a WRITE latency run: -a goes to 8 MiB messages (thousands of packets in
+	# one burst, more than a socket buffer holds), and the passive side would spin forever on
+	# a message that lost a packet; one size that fits comfortably instead.
+	[ "$1-$2" = ib_send_bw-UC ] && srv="$1 $DEV -x 0 -F -c UC -s 4096 -n 200 -t 16"
+	[ "$1-$2" = ib_write_lat-UC ] && srv="$1 $DEV -x 0 -F -c UC -s 65536 -n 200"
 	# -mcast: perftest's --mcg with an IPv4-mapped RoCEv2 multicast GID (239.1.2.3)
 	[ "${3:-}" = mcast ] && srv="$1 $DEV -x 0 -F -c UD -g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3 -n 200"
 	cli="$srv $SADDR" ;;
