@@ -105,6 +105,8 @@ struct uroce_netio {
 	bool gso;                          /* use UDP_SEGMENT on send (UROCE_NETIO_GSO=0: off) */
 
 	pthread_mutex_t rx_lock;           /* try-locked by uroce_netio_poll */
+	atomic_bool rx_missed;             /* a poller found rx_lock taken: the holder polls
+					    * again for it before returning (see uroce_netio_poll) */
 	size_t rx_buf_size;
 	uint8_t *rx_bufs;                  /* RX_BATCH * rx_buf_size */
 	struct mmsghdr rx_msgs[RX_BATCH];
@@ -825,8 +827,20 @@ int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, 
 
 	if (!nio || !fn || budget <= 0)
 		return 0;
-	if (pthread_mutex_trylock(&nio->rx_lock))
-		return 0;   /* another thread is draining: it will deliver what is there */
+	if (pthread_mutex_trylock(&nio->rx_lock)) {
+		/* Another thread is draining: it will deliver what is there.  Say so, so that
+		 * it reads once more before leaving: the progress thread's epoll is
+		 * edge-triggered, and a datagram that arrived after the holder's last
+		 * recvmmsg woke a thread that found the lock taken — without this flag it
+		 * would wait for the next arrival (or a retransmission).  The store is
+		 * seq_cst and precedes a second try-lock, so either we get the lock or the
+		 * holder, which clears the flag only after its unlock, sees it. */
+		atomic_store(&nio->rx_missed, true);
+		if (pthread_mutex_trylock(&nio->rx_lock))
+			return 0;
+	}
+again:
+	atomic_store(&nio->rx_missed, false);
 	while (done < budget && !stop) {
 		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
 		int got;
@@ -899,6 +913,9 @@ int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, 
 			break;   /* the socket is empty */
 	}
 	pthread_mutex_unlock(&nio->rx_lock);
+	if (done < budget && !stop && atomic_load(&nio->rx_missed) &&
+	    !pthread_mutex_trylock(&nio->rx_lock))
+		goto again;   /* a poller gave up on the lock meanwhile: read once more for it */
 	/* A GRO buffer may take us past the budget; callers read "== budget" as "maybe more". */
 	return done > budget ? budget : done;
 }
