@@ -30,7 +30,7 @@ static double now(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static void die(const char *m)
+static _Noreturn void die(const char *m)
 {
 	fprintf(stderr, "ud_mcast: %s\n", m);
 	exit(1);
