@@ -285,4 +285,7 @@ static inline struct uroce_rc *uroce_rc_of(const struct uroce_qp *qp)
 	return (struct uroce_rc *)qp->transport;
 }
 
+/* rc_resp.c: take the receive WQE for the current message (RC and UC responders). */
+bool uroce_rc_take_rwqe(struct uroce_rc *rc);
+
 #endif

@@ -43,7 +43,9 @@ static void send_nak(struct uroce_rc *rc, enum uroce_rc_err e, uint32_t psn)
 }
 
 /* Take a receive WQE from the SRQ or the QP's receive queue.  false: none posted. */
-static bool take_rwqe(struct uroce_rc *rc)
+/* Hold the receive WQE for the current message (from the SRQ or the RQ); false when none
+ * is posted.  Shared by the RC and UC responders. */
+bool uroce_rc_take_rwqe(struct uroce_rc *rc)
 {
 	struct uroce_qp *qp = rc->qp;
 	int ret;
@@ -237,7 +239,7 @@ static enum uroce_resp_state check_resource(struct uroce_rc *rc, struct resp_ctx
 	bool need = (mask & UROCE_OPF_SEND && mask & UROCE_OPF_FIRST) ||
 		    (mask & UROCE_OPF_WRITE && mask & UROCE_OPF_IMM);
 
-	if (need && !take_rwqe(rc)) {
+	if (need && !uroce_rc_take_rwqe(rc)) {
 		/* IBA 9.7.5.2.8: no receive WQE -> RNR NAK with our minimum RNR timer; the
 		 * expected PSN stays, the requester resends this packet. */
 		send_nak(rc, UROCE_RC_ERR_RNR, pkt->bth.psn);

@@ -114,27 +114,6 @@ void uroce_uc_requester(struct uroce_qp *qp)
 
 enum { OPSEQ_NONE = 0, OPSEQ_SEND = 1, OPSEQ_WRITE = 2 };
 
-static bool take_rwqe(struct uroce_rc *rc)
-{
-	struct uroce_qp *qp = rc->qp;
-	int ret;
-
-	if (rc->resp_has_rwqe)
-		return true;
-	if (qp->qpx.qp_base.srq) {
-		ret = uroce_srq_pop(uroce_srq_from_ib(qp->qpx.qp_base.srq), rc->resp_rwqe);
-	} else {
-		pthread_mutex_lock(&qp->rq.lock);
-		ret = uroce_wq_pop(&qp->rq, rc->resp_rwqe);
-		pthread_mutex_unlock(&qp->rq.lock);
-	}
-	if (ret)
-		return false;
-	rc->resp_has_rwqe = true;
-	rc->resp_rcv_off = 0;
-	return true;
-}
-
 static void complete_recv(struct uroce_rc *rc, const struct uroce_pkt *pkt, enum ibv_wc_status st)
 {
 	struct uroce_qp *qp = rc->qp;
@@ -235,7 +214,7 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 			return;
 		}
 		/* WRITE with immediate consumes a receive WQE (IBA 9.4.3); none: message lost. */
-		if (last && (mask & UROCE_OPF_IMM) && !take_rwqe(rc)) {
+		if (last && (mask & UROCE_OPF_IMM) && !uroce_rc_take_rwqe(rc)) {
 			lose_message(rc, UROCE_RC_DROP_NO_RWQE);
 			return;
 		}
@@ -250,7 +229,7 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	}
 
 	/* SEND */
-	if (!take_rwqe(rc)) {
+	if (!uroce_rc_take_rwqe(rc)) {
 		lose_message(rc, UROCE_RC_DROP_NO_RWQE);
 		return;
 	}
