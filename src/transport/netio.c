@@ -414,12 +414,16 @@ int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uin
 
 	if (!tx)
 		return -EINVAL;
+	/* The AH's hop limit applies to multicast destinations too (IBA 8.3 GRH HopLmt);
+	 * the kernel keeps a separate TTL for those, default 1: set both. */
 	if (tx->family == AF_INET)
 		r = setsockopt(tx->fd, IPPROTO_IP, IP_TOS, &tc, sizeof(tc)) ||
-		    setsockopt(tx->fd, IPPROTO_IP, IP_TTL, &hl, sizeof(hl));
+		    setsockopt(tx->fd, IPPROTO_IP, IP_TTL, &hl, sizeof(hl)) ||
+		    setsockopt(tx->fd, IPPROTO_IP, IP_MULTICAST_TTL, &hl, sizeof(hl));
 	else
 		r = setsockopt(tx->fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc)) ||
-		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, sizeof(hl));
+		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, sizeof(hl)) ||
+		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hl, sizeof(hl));
 	return r ? -errno : 0;
 }
 
