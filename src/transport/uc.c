@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "transport/uc.h"
+#include "transport/ud.h"
 #include "wire/psn.h"
 
 /* ------------------------------------------------------------ requester */
@@ -106,6 +107,13 @@ void uroce_uc_requester(struct uroce_qp *qp)
 			uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.send_cq), &wc, st != IBV_WC_SUCCESS);
 		}
 		qp->sq.head++;
+		if (st != IBV_WC_SUCCESS) {
+			/* IBA 10.3.1: a send-queue completion error of a UC QP enters SQE; the
+			 * packets of the failed WQE already sent are a message the responder
+			 * abandons at the next FIRST/ONLY (IBA 9.7.5.1). */
+			uroce_ud_uc_sq_error(qp);
+			return;
+		}
 	}
 	rc->req_idx = rc->sent_idx = qp->sq.head;
 }

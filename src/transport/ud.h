@@ -29,6 +29,15 @@ typedef int (*uroce_ud_xmit_fn)(struct uroce_qp *qp, const struct uroce_ah *ah,
 				uint8_t *pkt, size_t len);
 extern uroce_ud_xmit_fn uroce_ud_xmit;
 
+/* A UD or UC send WQE completed in error (a local error: bad L_Key or SGE outside its MR,
+ * an opcode the service lacks, no AH): the QP enters SQ Error (IBA 10.3.1; 11.6.2: on an
+ * unreliable service a send-queue error does not affect the receive queue).  Flushes every
+ * WQE behind the SQ head (IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND or IBV_WC_RDMA_WRITE) and moves
+ * the send-queue head to the tail; later posts are flushed by ibv_post_send (SQE), until
+ * the consumer modifies the QP SQE -> RTS.  No affiliated event: the error completion is
+ * the notification.  Caller holds qp->lock and sq.lock, has completed the failed WQE and
+ * advanced sq.head past it.  Never fails. */
+void uroce_ud_uc_sq_error(struct uroce_qp *qp);
 /* Run the UD requester over every posted WQE (caller holds qp->lock and sq.lock). */
 void uroce_ud_requester(struct uroce_qp *qp);
 /* One received, validated UD packet addressed to @qp (caller holds qp->lock). */

@@ -8,8 +8,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "verbs/verbs.h"
 
@@ -311,9 +314,33 @@ static int check_ah_attr(struct uroce_context *ctx, const struct ibv_ah_attr *ah
 	return 0;
 }
 
+/* IBA 10.2.4 (C10-15 and the Q_Key rules around it): a Q_Key with the high-order bit set
+ * is a controlled Q_Key, which only a privileged consumer may give a QP.  Linux (6.4 on)
+ * refuses one in ibv_modify_qp with EPERM unless the administrator turned on
+ * `rdma system set privileged-qkey on` or the process has CAP_NET_RAW.  uroce has no
+ * system setting: UROCE_PRIVILEGED_QKEY=1 stands for it, =0 refuses even with CAP_NET_RAW,
+ * unset leaves it to CAP_NET_RAW (docs/ud-uc.md). */
+#define QKEY_CONTROLLED 0x80000000u
+
+static bool qkey_privileged(void)
+{
+	const char *env = getenv("UROCE_PRIVILEGED_QKEY");
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (env && *env)
+		return *env != '0';
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	return d[CAP_TO_INDEX(CAP_NET_RAW)].effective & CAP_TO_MASK(CAP_NET_RAW);
+}
+
 static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *a, int mask)
 {
 	struct uroce_context *ctx = qp->uctx;
+
+	if ((mask & IBV_QP_QKEY) && (a->qkey & QKEY_CONTROLLED) && !qkey_privileged())
+		return -EPERM;
 
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return -EINVAL;

@@ -8,6 +8,9 @@
  *  bad      wrong Q_Key, no receive WQE, a receive buffer too short (LOC_LEN_ERR), a UD send
  *           longer than the MTU (completed, not sent), UC out of sequence (message lost,
  *           next FIRST resynchronises, the held receive WQE reused): counted, no crash.
+ *  sqe      a send WR with a bad L_Key / an SGE past its MR: LOC_PROT_ERR, the QP enters
+ *           SQ Error, later WRs flushed, receives still work, SQE -> RTS recovers (UD, UC);
+ *           a controlled Q_Key (bit 31) refused as a QP attribute without privilege.
  *  loss     under seeded drop: UD loses exactly the dropped datagrams; UC loses exactly
  *           the messages one of whose packets was dropped (per-packet decisions recorded).
  */
@@ -396,6 +399,149 @@ static void bad_input(void)
 	world_fini(&w);
 }
 
+/* ------------------------------------------------------------ send-queue errors, Q_Keys */
+
+static enum ibv_qp_state qp_state(struct uroce_qp *qp)
+{
+	return qp->attr.qp_state;
+}
+
+static int to_rts(struct uroce_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+
+	return uroce_qp_modify(qp, &a, IBV_QP_STATE);
+}
+
+/* A WR whose SGE names a bad L_Key (UD) or runs past its MR (UC) completes with
+ * LOC_PROT_ERR; the QP enters SQE (IBA 10.3.1), the WR behind it in the same post and any
+ * later post are flushed, the receive side keeps working, and SQE -> RTS recovers. */
+static void sq_error(enum ibv_qp_type t)
+{
+	static uint8_t sbuf[8192], rbuf[8192];
+	const char *tn = t == IBV_QPT_UD ? "UD" : "UC";
+	struct world w;
+	struct uroce_mr *smr, *rmr;
+	struct uroce_ah *ah;
+	struct ibv_wc wc;
+	struct ibv_sge bad_sg, good_sg;
+	struct ibv_send_wr wr[2], *bad;
+	uint32_t hdr = t == IBV_QPT_UD ? 40 : 0;
+
+	world_init(&w, &(struct world_opts){ 0 }, NULL);
+	set_type(&w, t);
+	smr = buf_mr(&w, sbuf, 4096);
+	rmr = buf_mr(&w, rbuf, sizeof(rbuf));
+	ah = fake_ah(&w);
+
+	/* Bad L_Key (UD) / SGE running 1 byte past the MR (UC, a 2-packet WRITE: the first
+	 * packet's bytes are fine, the second's are not). */
+	if (t == IBV_QPT_UD)
+		bad_sg = (struct ibv_sge){ (uintptr_t)sbuf, 100, smr->mr.lkey ^ 0x5a5a00 };
+	else
+		bad_sg = (struct ibv_sge){ (uintptr_t)sbuf + 4096 - 2000, 2001, smr->mr.lkey };
+	good_sg = (struct ibv_sge){ (uintptr_t)sbuf, 100, smr->mr.lkey };
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < 2; i++) {
+		wr[i].wr_id = 100 + (uint64_t)i;
+		wr[i].num_sge = 1;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].opcode = t == IBV_QPT_UD ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+		wr[i].wr.ud.ah = &ah->ah;
+		wr[i].wr.ud.remote_qpn = w.qp[1]->qpx.qp_base.qp_num;
+		wr[i].wr.ud.remote_qkey = 0x11111111;
+		if (t == IBV_QPT_UC) {
+			wr[i].wr.rdma.remote_addr = (uintptr_t)rbuf;
+			wr[i].wr.rdma.rkey = rmr->mr.rkey;
+		}
+	}
+	wr[0].sg_list = &bad_sg;
+	wr[1].sg_list = &good_sg;
+	wr[0].next = &wr[1];
+	CHECK(uroce_qp_post_send(w.qp[0], &wr[0], &bad) == 0, "%s: post of the bad WR", tn);
+	CHECK(poll1(w.cq[0], &wc) == 1 && wc.wr_id == 100 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "%s: bad SGE: wr_id %llu status %d", tn, (unsigned long long)wc.wr_id, wc.status);
+	CHECK(poll1(w.cq[0], &wc) == 1 && wc.wr_id == 101 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "%s: the WR behind it is flushed: wr_id %llu status %d", tn, (unsigned long long)wc.wr_id,
+	      wc.status);
+	CHECK(qp_state(w.qp[0]) == IBV_QPS_SQE && w.qp[0]->qpx.qp_base.state == IBV_QPS_SQE,
+	      "%s: QP in SQE (state %d)", tn, qp_state(w.qp[0]));
+	/* UC: packets of the failed WRITE that went out are abandoned by the responder. */
+	deliver_wire(&w, NULL, NULL);
+	/* A post in SQE is flushed at once. */
+	wr[1].next = NULL;
+	CHECK(uroce_qp_post_send(w.qp[0], &wr[1], &bad) == 0, "%s: post in SQE", tn);
+	CHECK(nwire == 0, "%s: nothing sent in SQE", tn);
+	CHECK(poll1(w.cq[0], &wc) == 1 && wc.wr_id == 101 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "%s: post in SQE flushed (status %d)", tn, wc.status);
+	CHECK(poll1(w.cq[0], &wc) == 0, "%s: nothing more", tn);
+	/* The receive side of the QP in SQE still works (UD: IBA 10.3.1 lists SQE among the
+	 * receiving states; UC likewise). */
+	post_recv(w.qp[0], 7, rbuf + 4096, 2000, rmr);
+	{
+		struct ibv_sge sg = { (uintptr_t)rbuf + 6500, 64, rmr->mr.lkey };
+		struct ibv_send_wr back = { .wr_id = 200, .sg_list = &sg, .num_sge = 1,
+					    .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *b;
+		uint32_t i;
+
+		back.wr.ud.ah = &ah->ah;
+		back.wr.ud.remote_qpn = w.qp[0]->qpx.qp_base.qp_num;
+		back.wr.ud.remote_qkey = 0x11111111;
+		CHECK(uroce_qp_post_send(w.qp[1], &back, &b) == 0, "%s: reverse post", tn);
+		for (i = 0; i < nwire; i++) {
+			struct uroce_rxpkt r = rx_from(wire[i].buf, wire[i].len, ip4_a);
+
+			deliver(w.qp[0], &r);
+		}
+		nwire = 0;
+		CHECK(poll1(w.cq[0], &wc) == 1 && wc.wr_id == 7 && wc.status == IBV_WC_SUCCESS &&
+		      wc.byte_len == hdr + 64, "%s: a QP in SQE receives (wr_id %llu status %d)", tn,
+		      (unsigned long long)wc.wr_id, wc.status);
+		while (poll1(w.cq[1], &wc) == 1)
+			;
+	}
+	/* Recovery: SQE -> RTS, then a good WR goes through. */
+	CHECK(to_rts(w.qp[0]) == 0 && qp_state(w.qp[0]) == IBV_QPS_RTS, "%s: SQE -> RTS", tn);
+	memset(sbuf, 0xA5, 100);
+	wr[1].opcode = IBV_WR_SEND;   /* UC too: a SEND, which completes a receive WQE */
+	post_recv(w.qp[1], 8, rbuf, 2000, rmr);
+	CHECK(uroce_qp_post_send(w.qp[0], &wr[1], &bad) == 0, "%s: post after recovery", tn);
+	CHECK(poll1(w.cq[0], &wc) == 1 && wc.wr_id == 101 && wc.status == IBV_WC_SUCCESS,
+	      "%s: send after recovery: status %d", tn, wc.status);
+	deliver_wire(&w, NULL, NULL);
+	CHECK(poll1(w.cq[1], &wc) == 1 && wc.wr_id == 8 && wc.status == IBV_WC_SUCCESS &&
+	      wc.byte_len == hdr + 100 && rbuf[hdr] == 0xA5 && rbuf[hdr + 99] == 0xA5,
+	      "%s: delivered after recovery (wr_id %llu status %d len %u)", tn,
+	      (unsigned long long)wc.wr_id, wc.status, wc.byte_len);
+	free(ah);
+	uroce_mr_dereg(smr);
+	uroce_mr_dereg(rmr);
+	world_fini(&w);
+}
+
+/* Controlled Q_Keys (high-order bit) as a QP attribute need privilege (IBA 10.2.4). */
+static void qkey_privilege(void)
+{
+	struct world w;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .qkey = 0x80010000 };
+
+	world_init(&w, &(struct world_opts){ 0 }, NULL);
+	set_type(&w, IBV_QPT_UD);
+	setenv("UROCE_PRIVILEGED_QKEY", "0", 1);
+	CHECK(uroce_qp_modify(w.qp[0], &a, IBV_QP_STATE | IBV_QP_QKEY) == -EPERM,
+	      "controlled Q_Key refused without privilege");
+	CHECK(w.qp[0]->attr.qkey == 0x11111111, "refused Q_Key not applied (0x%x)", w.qp[0]->attr.qkey);
+	a.qkey = 0x7FFFFFFF;
+	CHECK(uroce_qp_modify(w.qp[0], &a, IBV_QP_STATE | IBV_QP_QKEY) == 0 &&
+	      w.qp[0]->attr.qkey == 0x7FFFFFFF, "an ordinary Q_Key is accepted");
+	setenv("UROCE_PRIVILEGED_QKEY", "1", 1);
+	a.qkey = 0x80010000;
+	CHECK(uroce_qp_modify(w.qp[0], &a, IBV_QP_STATE | IBV_QP_QKEY) == 0 &&
+	      w.qp[0]->attr.qkey == 0x80010000, "controlled Q_Key accepted when privileged");
+	unsetenv("UROCE_PRIVILEGED_QKEY");
+	world_fini(&w);
+}
+
 /* ------------------------------------------------------------ loss */
 
 static void loss(enum ibv_qp_type t, unsigned nmsg)
@@ -478,6 +624,9 @@ int main(void)
 	golden_ud("rdma_cm_udaddy.pcap", 0, 1);
 	golden_uc();
 	bad_input();
+	sq_error(IBV_QPT_UD);
+	sq_error(IBV_QPT_UC);
+	qkey_privilege();
 	loss(IBV_QPT_UD, 3000);
 	loss(IBV_QPT_UC, 3000);
 	free(wire);
