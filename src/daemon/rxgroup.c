@@ -27,6 +27,10 @@
 #include "net/frame.h"
 #include "net/steer.h"
 
+#ifndef IPV6_MULTICAST_ALL
+#define IPV6_MULTICAST_ALL 29           /* linux/in6.h, not in older libc headers */
+#endif
+
 /* A new member of dev's group, bound like every other member. */
 static int rx_socket_new(const struct uroce_dev *dev)
 {
@@ -37,8 +41,14 @@ static int rx_socket_new(const struct uroce_dev *dev)
 	if (fd < 0)
 		return -errno;
 	/* Dual stack: IPv4 datagrams arrive with ::ffff:a.b.c.d addresses, which are
-	 * already the RoCE v2 GIDs.  Bound to the netdev: one group per device. */
+	 * already the RoCE v2 GIDs.  Bound to the netdev: one group per device.
+	 * IP_MULTICAST_ALL / IPV6_MULTICAST_ALL off: a member receives only the multicast
+	 * groups joined on it (a client's ibv_attach_mcast, docs/ud-uc.md).  Linux's
+	 * default for an AF_INET6 socket is on for IPv6 groups, which would hand every
+	 * member and the daemon's socket a copy of every IPv6 group joined on the host. */
 	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev->info.netdev,
 		       (socklen_t)strlen(dev->info.netdev) + 1) < 0 ||
