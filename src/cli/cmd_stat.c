@@ -2,10 +2,13 @@
  * `rdma statistic show`:
  *
  *   uroce stat [show] [link DEV[/PORT]]
- *   uroce stat show qp [link DEV[/PORT]]
+ *   uroce stat show qp [link DEV[/PORT]] [lqpn QPN] [pid PID]
  *
  * `show`: one line per device port with the daemon's control-path counters, then
- * one line per registered context with its data-path counters.  `show qp`: one
+ * one line per registered context with its data-path counters: the context's block
+ * (netio: packets, bytes, ICRC and misrouted drops, fault injection) followed by the
+ * transport's totals over every QP the context has had, destroyed ones included
+ * (retransmissions, NAKs by kind, RNR, duplicates, drops by reason).  `show qp`: one
  * line per QP with its data-path counters.  Data-path counters live in shared
  * memory the contexts register with the daemon (docs/daemon.md); the names and
  * values are the context's own.
@@ -30,10 +33,16 @@ static int stat_help(FILE *f)
 {
 	fprintf(f, "Usage: uroce stat show\n"
 		   "       uroce stat show link [DEV/PORT_INDEX]\n"
-		   "       uroce stat show qp [link DEV/PORT_INDEX]\n"
+		   "       uroce stat show qp [link DEV/PORT_INDEX] [lqpn QPN] [pid PID]\n"
 		   "       uroce stat help\n");
 	return f == stdout ? 0 : 1;
 }
+
+/* What to list: a device ("" = all), and for QPs a QPN and a pid (-1 = any). */
+struct stat_filter {
+	char dev[UROCE_DEV_NAME_MAX + 8];
+	long long qpn, pid;
+};
 
 static const char *qp_type_name(uint32_t t)
 {
@@ -49,72 +58,113 @@ static const char *qp_type_name(uint32_t t)
 	}
 }
 
-/* Data-path counters: the contexts' records (qp = 0) or the QPs' (qp = 1). */
-static int print_counters(struct uroce_ipc *ipc, const char *want, int qp)
+static void print_values(const struct uroce_cnt_record *r)
+{
+	for (unsigned j = 0; j < r->n && j < UROCE_CNT_MAX; j++)
+		printf(" %s %llu", r->c[j].name, (unsigned long long)r->c[j].value);
+}
+
+/* Data-path counters: the contexts' records (qp = 0) or the QPs' (qp = 1).  A
+ * connection's blocks of one device come one after the other (ipc.h), so the
+ * context records of one context are adjacent and share one line. */
+static int print_counters(struct uroce_ipc *ipc, const struct stat_filter *f, int qp)
 {
 	struct uroce_cnt_record *r;
+	const struct uroce_cnt_record *line = NULL;   /* context whose line is open */
 	unsigned n;
 	int err = uroce_ipc_counters(ipc, &r, &n);
 
 	if (err)
 		return err;
 	for (unsigned i = 0; i < n; i++) {
-		if ((want[0] && strcmp(want, r[i].dev)) || !!r[i].qpn != qp)
+		if ((f->dev[0] && strcmp(f->dev, r[i].dev)) || !!r[i].qpn != qp)
 			continue;
+		if (qp && ((f->qpn >= 0 && r[i].qpn != f->qpn) || (f->pid >= 0 && r[i].pid != f->pid)))
+			continue;
+		if (!qp && line && line->pid == r[i].pid && !strcmp(line->dev, r[i].dev) &&
+		    r[i].block > line->block) {
+			print_values(&r[i]);
+			line = &r[i];
+			continue;
+		}
+		if (line)
+			printf("\n");
 		printf("link %s/1", r[i].dev);
 		if (qp)
 			printf(" lqpn %u type %s", r[i].qpn, qp_type_name(r[i].qp_type));
 		printf(" pid %d", (int)r[i].pid);
-		for (unsigned j = 0; j < r[i].n && j < UROCE_CNT_MAX; j++)
-			printf(" %s %llu", r[i].c[j].name, (unsigned long long)r[i].c[j].value);
-		printf("\n");
+		print_values(&r[i]);
+		line = &r[i];
 	}
+	if (line)
+		printf("\n");
 	free(r);
 	return 0;
 }
 
-static int parse_link(int argc, char **argv, char *want, size_t size)
+static int parse_num(const char *kw, const char *arg, long long *out)
 {
-	if (argc < 1)
-		return 0;
-	if (!matches(argv[0], "link")) {
-		fprintf(stderr, "Unknown parameter '%s'.\n", argv[0]);
-		return -1;
-	}
-	if (argc >= 2) {
-		char *slash;
+	char *end;
 
-		snprintf(want, size, "%s", argv[1]);
-		slash = strchr(want, '/');
-		if (slash) {
-			if (strcmp(slash + 1, "1")) {
-				fprintf(stderr, "Wrong port index %s\n", slash + 1);
-				return -1;
-			}
-			*slash = 0;
-		}
-	}
-	if (argc > 2) {
-		fprintf(stderr, "Unknown parameter '%s'.\n", argv[2]);
+	errno = 0;
+	*out = arg ? strtoll(arg, &end, 0) : -1;
+	if (!arg || errno || *end || *out < 0 || *out > UINT32_MAX) {
+		fprintf(stderr, "Wrong %s value %s\n", kw, arg ? arg : "(none)");
 		return -1;
+	}
+	return 0;
+}
+
+/* [link DEV[/PORT]] and, for QPs, [lqpn N] [pid P], in any order. */
+static int parse_filter(int argc, char **argv, struct stat_filter *f, int qp)
+{
+	f->dev[0] = 0;
+	f->qpn = f->pid = -1;
+	for (int i = 0; i < argc; i += 2) {
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (matches(argv[i], "link")) {
+			char *slash;
+
+			if (!val)
+				return 0;  /* `link` alone: every device, as before */
+			snprintf(f->dev, sizeof(f->dev), "%s", val);
+			slash = strchr(f->dev, '/');
+			if (slash) {
+				if (strcmp(slash + 1, "1")) {
+					fprintf(stderr, "Wrong port index %s\n", slash + 1);
+					return -1;
+				}
+				*slash = 0;
+			}
+		} else if (qp && matches(argv[i], "lqpn")) {
+			if (parse_num("lqpn", val, &f->qpn))
+				return -1;
+		} else if (qp && matches(argv[i], "pid")) {
+			if (parse_num("pid", val, &f->pid))
+				return -1;
+		} else {
+			fprintf(stderr, "Unknown parameter '%s'.\n", argv[i]);
+			return -1;
+		}
 	}
 	return 0;
 }
 
 static int stat_show_qp(int argc, char **argv)
 {
-	char want[UROCE_DEV_NAME_MAX + 8] = "";
+	struct stat_filter f;
 	struct uroce_ipc *ipc;
 	int err;
 
-	if (parse_link(argc, argv, want, sizeof(want)))
+	if (parse_filter(argc, argv, &f, 1))
 		return 1;
 	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
 	if (err) {
 		fprintf(stderr, "error: cannot reach uroced: %s\n", strerror(-err));
 		return 1;
 	}
-	err = print_counters(ipc, want, 1);
+	err = print_counters(ipc, &f, 1);
 	uroce_ipc_close(ipc);
 	if (err) {
 		fprintf(stderr, "error: %s\n", strerror(-err));
@@ -128,13 +178,14 @@ static int stat_show(int argc, char **argv)
 	struct uroce_daemon_status st;
 	struct uroce_dev_stats *ds;
 	struct uroce_ipc *ipc;
-	char want[UROCE_DEV_NAME_MAX + 8] = "";
+	struct stat_filter f;
+	const char *want = f.dev;
 	unsigned n, shown = 0;
 	int err;
 
 	if (argc >= 1 && matches(argv[0], "qp"))
 		return stat_show_qp(argc - 1, argv + 1);
-	if (parse_link(argc, argv, want, sizeof(want)))
+	if (parse_filter(argc, argv, &f, 0))
 		return 1;
 	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
 	if (err) {
@@ -170,7 +221,7 @@ static int stat_show(int argc, char **argv)
 		fprintf(stderr, "Wrong device name\n");
 		return 1;
 	}
-	err = print_counters(ipc, want, 0);
+	err = print_counters(ipc, &f, 0);
 	uroce_ipc_close(ipc);
 	if (err) {
 		fprintf(stderr, "error: %s\n", strerror(-err));

@@ -20,15 +20,14 @@
 
 #define CNT_MAX_BYTES (64u << 20)
 
-void uroced_cnt_unmap(struct uroce_client_dev *cd)
+void uroced_cnt_unmap(struct uroce_cnt_map *m)
 {
-	if (cd->cnt)
-		munmap((void *)cd->cnt, cd->cnt_size);
-	cd->cnt = NULL;
-	cd->cnt_size = 0;
+	if (m->map)
+		munmap((void *)m->map, m->size);
+	memset(m, 0, sizeof(*m));
 }
 
-int uroced_cnt_register(struct uroce_client_dev *cd, int fd)
+int uroced_cnt_register(struct uroce_cnt_map *m, int fd)
 {
 	struct uroce_cnt_hdr h;
 	struct stat st;
@@ -50,12 +49,12 @@ int uroced_cnt_register(struct uroce_client_dev *cd, int fd)
 		err = -errno;
 		goto out;
 	}
-	uroced_cnt_unmap(cd);
-	cd->cnt = map;
-	cd->cnt_size = (size_t)st.st_size;
-	cd->cnt_ctx = h.n_ctx;
-	cd->cnt_qp = h.n_qp;
-	cd->cnt_slots = h.n_slots;
+	uroced_cnt_unmap(m);
+	m->map = map;
+	m->size = (size_t)st.st_size;
+	m->n_ctx = h.n_ctx;
+	m->n_qp = h.n_qp;
+	m->n_slots = h.n_slots;
 	err = 0;
 out:
 	close(fd);
@@ -78,16 +77,17 @@ static struct uroce_client_dev *cdev(struct uroce_client *c, uint32_t dev_id)
 	return NULL;
 }
 
-static uint32_t slot_qpn(const struct uroce_client_dev *cd, uint32_t slot, uint32_t *type)
+static uint32_t slot_qpn(const struct uroce_cnt_map *m, uint32_t slot, uint32_t *type)
 {
-	const struct uroce_cnt_slot *s = (const void *)(cd->cnt +
-		uroce_cnt_slot_off(cd->cnt_ctx, cd->cnt_qp, slot));
+	const struct uroce_cnt_slot *s = (const void *)(m->map +
+		uroce_cnt_slot_off(m->n_ctx, m->n_qp, slot));
 
 	*type = __atomic_load_n(&s->qp_type, __ATOMIC_RELAXED);
 	return __atomic_load_n(&s->qpn, __ATOMIC_ACQUIRE);
 }
 
-/* Walk every registered block: the context's position, then each used slot. */
+/* Walk every registered block: per client and device its blocks in role order, per
+ * block the context's position, then each used slot. */
 static int snapshot(struct uroced *d, struct uroce_client *asker)
 {
 	size_t n = 0, cap = 0;
@@ -98,19 +98,22 @@ static int snapshot(struct uroced *d, struct uroce_client *asker)
 			struct uroce_client *c = d->clients[i];
 
 			for (size_t j = 0; j < c->ndevs; j++) {
-				const struct uroce_client_dev *cd = &c->devs[j];
-				uint32_t type;
+				for (uint32_t b = 0; b < UROCE_CNT_BLOCKS; b++) {
+					const struct uroce_cnt_map *m = &c->devs[j].cnt[b];
+					uint32_t type;
 
-				if (!cd->cnt)
-					continue;
-				for (uint32_t s = 0; s <= cd->cnt_slots; s++) {
-					uint32_t slot = s == 0 ? UINT32_MAX : s - 1;
-
-					if (slot != UINT32_MAX && !slot_qpn(cd, slot, &type))
+					if (!m->map)
 						continue;
-					if (pass == 1 && n < cap)
-						pos[n] = (struct uroce_cnt_pos){ c->serial, cd->dev_id, slot };
-					n++;
+					for (uint32_t s = 0; s <= m->n_slots; s++) {
+						uint32_t slot = s == 0 ? UINT32_MAX : s - 1;
+
+						if (slot != UINT32_MAX && !slot_qpn(m, slot, &type))
+							continue;
+						if (pass == 1 && n < cap)
+							pos[n] = (struct uroce_cnt_pos){ c->serial,
+								c->devs[j].dev_id, b, slot };
+						n++;
+					}
 				}
 			}
 		}
@@ -131,7 +134,9 @@ static int snapshot(struct uroced *d, struct uroce_client *asker)
 static void copy_names(struct uroce_cnt_record *r, const uint8_t *names, const uint64_t *vals,
 		       uint32_t n)
 {
-	for (uint32_t i = 0; i < n && i < UROCE_CNT_MAX; i++) {
+	if (n > UROCE_CNT_MAX)
+		n = UROCE_CNT_MAX;
+	for (uint32_t i = 0; i < n; i++) {
 		memcpy(r->c[i].name, names + (size_t)i * UROCE_CNT_NAME_MAX, UROCE_CNT_NAME_MAX - 1);
 		r->c[i].name[UROCE_CNT_NAME_MAX - 1] = 0;
 		r->c[i].value = __atomic_load_n(&vals[i], __ATOMIC_RELAXED);
@@ -145,6 +150,7 @@ int uroced_cnt_get(struct uroced *d, struct uroce_client *asker, uint32_t index,
 	struct uroce_cnt_record *r = &resp->u.cnt;
 	const struct uroce_cnt_pos *p;
 	struct uroce_client_dev *cd;
+	const struct uroce_cnt_map *m;
 	struct uroce_client *c;
 	struct uroce_dev *dev;
 	const uint8_t *names;
@@ -159,22 +165,24 @@ int uroced_cnt_get(struct uroced *d, struct uroce_client *asker, uint32_t index,
 	c = by_serial(d, p->serial);
 	cd = c ? cdev(c, p->dev_id) : NULL;
 	dev = uroce_dev_find_id(&d->devs, p->dev_id);
-	if (!cd || !cd->cnt || !dev)
-		return -ESTALE;  /* gone since the snapshot: the reader starts over */
+	m = cd ? &cd->cnt[p->block] : NULL;
+	if (!m || !m->map || !dev || (p->slot != UINT32_MAX && p->slot >= m->n_slots))
+		return -ESTALE;  /* gone (or replaced) since the snapshot: the reader starts over */
 	memcpy(r->dev, dev->info.name, sizeof(r->dev));
 	r->pid = c->pid;
-	names = cd->cnt + sizeof(struct uroce_cnt_hdr);
+	r->block = p->block;
+	names = m->map + sizeof(struct uroce_cnt_hdr);
 	if (p->slot == UINT32_MAX) {
-		copy_names(r, names, (const uint64_t *)(cd->cnt + uroce_cnt_ctx_off(cd->cnt_ctx, cd->cnt_qp)),
-			   cd->cnt_ctx);
+		copy_names(r, names, (const uint64_t *)(m->map + uroce_cnt_ctx_off(m->n_ctx, m->n_qp)),
+			   m->n_ctx);
 		return 0;
 	}
-	r->qpn = slot_qpn(cd, p->slot, &r->qp_type);
+	r->qpn = slot_qpn(m, p->slot, &r->qp_type);
 	if (!r->qpn)
 		return -ESTALE;  /* the QP went away since the snapshot */
-	copy_names(r, names + (size_t)cd->cnt_ctx * UROCE_CNT_NAME_MAX,
-		   (const uint64_t *)(cd->cnt + uroce_cnt_slot_off(cd->cnt_ctx, cd->cnt_qp, p->slot) +
+	copy_names(r, names + (size_t)m->n_ctx * UROCE_CNT_NAME_MAX,
+		   (const uint64_t *)(m->map + uroce_cnt_slot_off(m->n_ctx, m->n_qp, p->slot) +
 				      sizeof(struct uroce_cnt_slot)),
-		   cd->cnt_qp);
+		   m->n_qp);
 	return 0;
 }

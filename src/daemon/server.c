@@ -158,7 +158,8 @@ static void client_dev_release(struct uroced *d, struct uroce_client *c, struct 
 			uroced_rx_release(d, dev, cd->rx_index);  /* also updates steering */
 	}
 	c->qpns -= cd->qpns;
-	uroced_cnt_unmap(cd);
+	for (unsigned b = 0; b < UROCE_CNT_BLOCKS; b++)
+		uroced_cnt_unmap(&cd->cnt[b]);
 	free(cd->blocks);
 	*cd = c->devs[--c->ndevs];
 }
@@ -524,7 +525,7 @@ static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struc
 	struct uroce_client_dev *cd;
 	int fd = *in_fd;
 
-	if (fd < 0)
+	if (fd < 0 || req->arg >= UROCE_CNT_BLOCKS)
 		return -EINVAL;
 	if (!dev)
 		return -ENODEV;
@@ -532,7 +533,7 @@ static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struc
 	if (!cd)
 		return -ENOMEM;
 	*in_fd = -1;  /* consumed */
-	return uroced_cnt_register(cd, fd);
+	return uroced_cnt_register(&cd->cnt[req->arg], fd);
 }
 
 /* in_fd: a descriptor that came with the request (-1 if none); an op that takes

@@ -137,6 +137,14 @@ struct uroce_block {
 	uint64_t used;
 };
 
+/* A client's counters block, mapped read-only; map NULL if none.  The layout is
+ * the one validated at registration. */
+struct uroce_cnt_map {
+	const uint8_t *map;
+	size_t size;
+	uint32_t n_ctx, n_qp, n_slots;
+};
+
 /* What a client holds on one device. */
 struct uroce_client_dev {
 	uint32_t dev_id;
@@ -145,18 +153,16 @@ struct uroce_client_dev {
 	size_t nblocks, capblocks;
 	size_t cursor;                   /* next slot to try: block index * 64 + bit */
 	uint32_t qpns;
-	/* Registered counters block (counters.c), mapped read-only; NULL if none.
-	 * The layout is the one validated at registration. */
-	const uint8_t *cnt;
-	size_t cnt_size;
-	uint32_t cnt_ctx, cnt_qp, cnt_slots;
+	/* Registered counters blocks (counters.c), by role (proto.h UROCE_CNT_BLOCKS). */
+	struct uroce_cnt_map cnt[UROCE_CNT_BLOCKS];
 };
 
-/* One record of a counters listing: which client, device and slot (UINT32_MAX
- * for the context's record). */
+/* One record of a counters listing: which client, device, block and slot
+ * (UINT32_MAX for the block's context record). */
 struct uroce_cnt_pos {
 	uint64_t serial;
 	uint32_t dev_id;
+	uint32_t block;
 	uint32_t slot;
 };
 
@@ -207,10 +213,10 @@ int64_t uroced_now_ms(void);
 
 /* ---- counters.c ----------------------------------------------------------- */
 
-/* Validate and map a counters block memfd for cd (replacing any); fd is consumed.
- * 0, -EINVAL (not sealed, bad header or size), -errno. */
-int uroced_cnt_register(struct uroce_client_dev *cd, int fd);
-void uroced_cnt_unmap(struct uroce_client_dev *cd);
+/* Validate and map a counters block memfd into m (replacing what m held only on
+ * success); fd is consumed.  0, -EINVAL (not sealed, bad header or size), -errno. */
+int uroced_cnt_register(struct uroce_cnt_map *m, int fd);
+void uroced_cnt_unmap(struct uroce_cnt_map *m);
 /* Listing: at index 0 snapshot the positions into c->cnt_walk; then fill record
  * index.  -ENOENT past the end (resp->count says how many). */
 int uroced_cnt_get(struct uroced *d, struct uroce_client *c, uint32_t index,

@@ -45,6 +45,14 @@ struct uroce_ipc {
 	struct uroce_ipc_event events[EVENT_QUEUE];
 	unsigned ev_head, ev_count;
 	uint32_t ev_lost;        /* dropped because the queue was full */
+	/* The transport's per-QP counters blocks (uroce_ipc_qp_counters), one per device
+	 * this connection serves (a verbs context serves one). */
+	pthread_mutex_t cnt_lock;
+	struct {
+		char dev[UROCE_DEV_NAME_MAX];
+		struct uroce_counters *c;
+		int err;             /* sticky failure of create/register */
+	} qpcnt[4];
 };
 
 /* Queue an event record (lock held). */
@@ -468,6 +476,7 @@ static int open_once(struct uroce_ipc **out, unsigned flags)
 	ipc->fd = fd;
 	ipc->owner = getpid();
 	pthread_mutex_init(&ipc->lock, NULL);
+	pthread_mutex_init(&ipc->cnt_lock, NULL);
 	/* HELLO checks the version before the caller relies on anything. */
 	init_req(&req, UROCE_OP_HELLO, NULL, NULL, 0);
 	err = call(ipc, &req, &resp);
@@ -509,7 +518,10 @@ void uroce_ipc_close(struct uroce_ipc *ipc)
 	if (!ipc)
 		return;
 	close(ipc->fd);
+	for (unsigned i = 0; i < sizeof(ipc->qpcnt) / sizeof(ipc->qpcnt[0]); i++)
+		uroce_counters_destroy(ipc->qpcnt[i].c);
 	pthread_mutex_destroy(&ipc->lock);
+	pthread_mutex_destroy(&ipc->cnt_lock);
 	free(ipc);
 }
 
@@ -732,7 +744,8 @@ int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 	return err;
 }
 
-int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c)
+static int cnt_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c,
+			uint32_t block)
 {
 	struct uroce_ipc_req req;
 	struct uroce_ipc_resp resp;
@@ -740,8 +753,52 @@ int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct u
 
 	if (!dev || !c)
 		return -EINVAL;
-	err = init_req(&req, UROCE_OP_CNT_REGISTER, dev, NULL, 0);
+	err = init_req(&req, UROCE_OP_CNT_REGISTER, dev, NULL, block);
 	return err ? err : call_fd(ipc, &req, &resp, uroce_counters_fd(c), NULL);
+}
+
+int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c)
+{
+	return cnt_register(ipc, dev, c, 0);
+}
+
+int uroce_ipc_qp_counters(struct uroce_ipc *ipc, const char *dev,
+			  const char *const *ctx_names, unsigned n_ctx,
+			  const char *const *qp_names, unsigned n_qp, unsigned n_slots,
+			  struct uroce_counters **out)
+{
+	unsigned i, n = sizeof(ipc->qpcnt) / sizeof(ipc->qpcnt[0]);
+	int err = -ENOSPC;
+
+	if (!ipc || !dev || !out || strlen(dev) >= UROCE_DEV_NAME_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&ipc->cnt_lock);
+	for (i = 0; i < n; i++) {
+		if (!ipc->qpcnt[i].dev[0] || !strcmp(ipc->qpcnt[i].dev, dev))
+			break;
+	}
+	if (i == n)
+		goto out;
+	if (ipc->qpcnt[i].dev[0]) {
+		err = ipc->qpcnt[i].err;
+		*out = ipc->qpcnt[i].c;
+		goto out;
+	}
+	strcpy(ipc->qpcnt[i].dev, dev);
+	err = uroce_counters_create(ctx_names, n_ctx, qp_names, n_qp, n_slots, &ipc->qpcnt[i].c);
+	if (!err) {
+		err = cnt_register(ipc, dev, ipc->qpcnt[i].c, 1);
+		if (err) {
+			uroce_counters_destroy(ipc->qpcnt[i].c);
+			ipc->qpcnt[i].c = NULL;
+		}
+	}
+	/* Remembered either way: a data path without the daemon must not ask per QP. */
+	ipc->qpcnt[i].err = err ? -ENOTCONN : 0;
+	*out = ipc->qpcnt[i].c;
+out:
+	pthread_mutex_unlock(&ipc->cnt_lock);
+	return err;
 }
 
 int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n)

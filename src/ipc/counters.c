@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,6 +20,7 @@ struct uroce_counters {
 	uint8_t *map;
 	size_t size;
 	uint32_t n_ctx, n_qp, n_slots;
+	pthread_mutex_t slot_lock;       /* uroce_counters_slot_take: one taker at a time */
 };
 
 static int put_names(char *dst, const char *const *names, unsigned n)
@@ -48,6 +50,7 @@ int uroce_counters_create(const char *const *ctx_names, unsigned n_ctx,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	pthread_mutex_init(&c->slot_lock, NULL);
 	c->fd = memfd_create("uroce-counters", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (c->fd < 0) {
 		err = -errno;
@@ -88,6 +91,7 @@ fail_unmap:
 fail_close:
 	close(c->fd);
 fail_free:
+	pthread_mutex_destroy(&c->slot_lock);
 	free(c);
 	return err;
 }
@@ -98,6 +102,7 @@ void uroce_counters_destroy(struct uroce_counters *c)
 		return;
 	munmap(c->map, c->size);
 	close(c->fd);
+	pthread_mutex_destroy(&c->slot_lock);
 	free(c);
 }
 
@@ -139,4 +144,37 @@ void uroce_counters_slot(struct uroce_counters *c, unsigned slot, uint32_t qpn, 
 int uroce_counters_fd(const struct uroce_counters *c)
 {
 	return c->fd;
+}
+
+/* Open addressing without tombstones: a lookup cannot stop at a free slot (a QP that
+ * probed past it may have been placed further on before the slot was freed), so a
+ * miss scans every slot.  Misses are rare (a QP whose take failed); a hit is
+ * usually the first probe because QPNs of one client are consecutive. */
+int uroce_counters_slot_find(struct uroce_counters *c, uint32_t qpn)
+{
+	if (!qpn || !c->n_slots)
+		return -ENOENT;
+	for (uint32_t i = 0, s = qpn % c->n_slots; i < c->n_slots; i++, s = (s + 1) % c->n_slots)
+		if (__atomic_load_n(&slot_hdr(c, s)->qpn, __ATOMIC_RELAXED) == qpn)
+			return (int)s;
+	return -ENOENT;
+}
+
+int uroce_counters_slot_take(struct uroce_counters *c, uint32_t qpn, uint32_t qp_type)
+{
+	int ret = -ENOSPC;
+
+	if (!qpn)
+		return -EINVAL;
+	pthread_mutex_lock(&c->slot_lock);
+	for (uint32_t i = 0, s = qpn % (c->n_slots ? c->n_slots : 1); i < c->n_slots;
+	     i++, s = (s + 1) % c->n_slots) {
+		if (!__atomic_load_n(&slot_hdr(c, s)->qpn, __ATOMIC_RELAXED)) {
+			uroce_counters_slot(c, s, qpn, qp_type);
+			ret = (int)s;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->slot_lock);
+	return ret;
 }

@@ -197,7 +197,7 @@ int uroce_ipc_event(struct uroce_ipc *ipc, struct uroce_ipc_event *ev);
  * (__atomic_*_n(..., __ATOMIC_RELAXED)); aligned 64-bit stores are never torn.
  * Set a slot's qpn last when a QP starts using it and 0 when it stops.
  */
-#define UROCE_CNT_MAX 16                 /* counters per context and per QP */
+#define UROCE_CNT_MAX 48                 /* counters per context and per QP */
 #define UROCE_CNT_NAME_MAX 32
 
 struct uroce_counters;                   /* one block: a sealed memfd, mapped */
@@ -218,26 +218,49 @@ uint64_t *uroce_counters_qp(struct uroce_counters *c, unsigned slot);
 void uroce_counters_slot(struct uroce_counters *c, unsigned slot, uint32_t qpn, uint32_t qp_type);
 /* The memfd (owned by the block; for registration). */
 int uroce_counters_fd(const struct uroce_counters *c);
+/* Slot bookkeeping for writers with many QPs (thread-safe among themselves):
+ * take a free slot for qpn (as uroce_counters_slot: counters zeroed) and return its
+ * index, or -ENOSPC when every slot is used, -EINVAL for qpn 0; find the slot of
+ * qpn: its index, or -ENOENT.  Both start at qpn % n_slots, so a lookup usually
+ * costs one probe.  Free a slot with uroce_counters_slot(c, slot, 0, 0). */
+int uroce_counters_slot_take(struct uroce_counters *c, uint32_t qpn, uint32_t qp_type);
+int uroce_counters_slot_find(struct uroce_counters *c, uint32_t qpn);
 
-/* Register the block with the daemon for dev (one block per connection and device;
- * a second registration replaces the first).  It is dropped when the connection
- * closes.  -ENODEV, -EINVAL (block rejected), -errno. */
+/* Register the block with the daemon for dev as the context's block (block 0 of
+ * proto.h; a second registration replaces the first).  It is dropped when the
+ * connection closes.  -ENODEV, -EINVAL (block rejected), -errno. */
 int uroce_ipc_counters_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c);
+
+/* The transport's per-QP block of this connection for dev (block 1 of proto.h):
+ * created with these names and n_slots and registered at the first call, returned
+ * as it is by later calls (the arguments are then not looked at; pass the same).
+ * The connection owns it: it stays valid until uroce_ipc_close().  Thread-safe.
+ * 0 and *out; -ENOSPC (no room for another device on this connection), errors of
+ * uroce_counters_create and uroce_ipc_counters_register (a failed registration is
+ * not retried: later calls return -ENOTCONN at once, so a data path without the
+ * daemon does not ask again for every QP). */
+int uroce_ipc_qp_counters(struct uroce_ipc *ipc, const char *dev,
+			  const char *const *ctx_names, unsigned n_ctx,
+			  const char *const *qp_names, unsigned n_qp, unsigned n_slots,
+			  struct uroce_counters **out);
 
 /* One context's or one QP's counters as the daemon read them. */
 struct uroce_cnt_record {
 	char dev[UROCE_DEV_NAME_MAX];
 	int32_t pid;                     /* the registering client */
-	uint32_t qpn;                    /* 0: the context's record */
+	uint32_t qpn;                    /* 0: the context part of a block */
 	uint32_t qp_type;
 	uint32_t n;                      /* entries used in c[] */
+	uint32_t block;                  /* 0: the context's block, 1: the transport's */
+	uint32_t pad;
 	struct {
 		char name[UROCE_CNT_NAME_MAX];
 		uint64_t value;
 	} c[UROCE_CNT_MAX];
 };
 /* All registered blocks: per block its context record, then a record per used QP
- * slot.  A malloc'ed array the caller frees. */
+ * slot; a connection's blocks of one device are adjacent, block 0 first.  A
+ * malloc'ed array the caller frees. */
 int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n);
 
 #endif

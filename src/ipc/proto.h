@@ -38,7 +38,7 @@
 #include "ipc/ipc.h"
 
 #define UROCE_IPC_MAGIC 0x55524f43u     /* "UROC" */
-#define UROCE_IPC_VERSION 1
+#define UROCE_IPC_VERSION 2              /* 2: counters records of 48 entries, two blocks */
 #define UROCE_IPC_NAME_ENV "UROCE_IPC_NAME"  /* override the abstract name (tests) */
 #define UROCE_NETDEV_MAX 16              /* IFNAMSIZ */
 
@@ -55,7 +55,8 @@ enum uroce_ipc_op {
 	UROCE_OP_STATS_GET,      /* arg = index -> stats */
 	UROCE_OP_SHUTDOWN,
 	UROCE_OP_RX_SOCKET,      /* dev -> one descriptor in SCM_RIGHTS */
-	UROCE_OP_CNT_REGISTER,   /* dev, a sealed memfd in SCM_RIGHTS with the request */
+	UROCE_OP_CNT_REGISTER,   /* dev, arg = block (UROCE_CNT_BLOCK_*), a sealed memfd in
+				  * SCM_RIGHTS with the request */
 	UROCE_OP_CNT_GET,        /* arg = index -> cnt */
 	UROCE_OP_SUBSCRIBE,      /* from now on, events on this connection */
 	UROCE_OP_EVENT,          /* daemon -> client only, unsolicited: seq 0, event */
@@ -93,15 +94,15 @@ struct uroce_ipc_resp {
 		struct uroce_dev_stats stats;
 		struct uroce_cnt_record cnt;
 		struct uroce_ipc_event event;
-		uint8_t raw[1024];           /* fixes the record size */
+		uint8_t raw[2048];           /* fixes the record size */
 	} u;
 };
 
 _Static_assert(sizeof(struct uroce_ipc_req) == 144, "request record size is ABI");
-_Static_assert(sizeof(struct uroce_ipc_resp) == 1056, "reply record size is ABI");
-_Static_assert(sizeof(struct uroce_dev_info) <= 1024, "dev_info must fit the reply");
-_Static_assert(sizeof(struct uroce_cnt_record) <= 1024, "cnt_record must fit the reply");
-_Static_assert(sizeof(struct uroce_ipc_event) <= 1024, "event must fit the reply");
+_Static_assert(sizeof(struct uroce_ipc_resp) == 2080, "reply record size is ABI");
+_Static_assert(sizeof(struct uroce_dev_info) <= 2048, "dev_info must fit the reply");
+_Static_assert(sizeof(struct uroce_cnt_record) <= 2048, "cnt_record must fit the reply");
+_Static_assert(sizeof(struct uroce_ipc_event) <= 2048, "event must fit the reply");
 
 /* The counters block in a memfd (uroce_counters_create, ipc.h):
  *   struct uroce_cnt_hdr
@@ -109,10 +110,17 @@ _Static_assert(sizeof(struct uroce_ipc_event) <= 1024, "event must fit the reply
  *   uint64_t ctx[n_ctx]
  *   n_slots x { struct uroce_cnt_slot; uint64_t v[n_qp]; }
  * The daemon accepts it only with F_SEAL_SHRINK (a shrinking file would fault its
- * reads) and takes the layout from the header once, at registration. */
+ * reads) and takes the layout from the header once, at registration.
+ *
+ * A connection registers up to UROCE_CNT_BLOCKS blocks per device, one per role:
+ * block 0 is the context's (netio: packets, ICRC and misrouted drops), block 1 the
+ * transport's (a slot per QP; its context part holds the totals of every QP the
+ * context has had, destroyed ones included).  Registering a role again replaces
+ * that role's block. */
 #define UROCE_CNT_MAGIC 0x544e4355u      /* "UCNT" */
 #define UROCE_CNT_VERSION 1
 #define UROCE_CNT_MAX_SLOTS 65536
+#define UROCE_CNT_BLOCKS 2
 
 struct uroce_cnt_hdr {
 	uint32_t magic, version;

@@ -177,22 +177,22 @@ static void cnt_register_rules(void **state)
 		/* 3 */ { UROCE_CNT_MAGIC, 2, 3, 8, 0, F_SEAL_GROW, -EINVAL },    /* can shrink */
 		/* 4 */ { 0x12345678, 2, 3, 8, 0, F_SEAL_SHRINK, -EINVAL },       /* magic */
 		/* 5 */ { UROCE_CNT_MAGIC, 2, 3, 9, 0, F_SEAL_SHRINK, -EINVAL },  /* slots beyond size */
-		/* 6 */ { UROCE_CNT_MAGIC, 17, 3, 8, 4096, F_SEAL_SHRINK, -EINVAL }, /* > CNT_MAX */
+		/* 6 */ { UROCE_CNT_MAGIC, UROCE_CNT_MAX + 1, 3, 8, 4096, F_SEAL_SHRINK, -EINVAL }, /* > CNT_MAX */
 		/* 7 */ { UROCE_CNT_MAGIC, 2, 3, 8, 4096, F_SEAL_SHRINK, 0 },     /* larger file is fine */
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct uroce_client_dev cd;
+		struct uroce_cnt_map cd;
 		int fd = cnt_memfd(rows[i].magic, rows[i].n_ctx, rows[i].n_qp, rows[i].n_slots,
 				   (size_t)ok + (size_t)rows[i].size_delta, rows[i].seals);
 
 		memset(&cd, 0, sizeof(cd));
 		assert_int_equal(uroced_cnt_register(&cd, fd), rows[i].want);
 		assert_true(fcntl(fd, F_GETFD) < 0);  /* consumed either way */
-		assert_int_equal(cd.cnt != NULL, rows[i].want == 0);
-		if (cd.cnt) {
-			assert_int_equal(cd.cnt_slots, rows[i].n_slots);
+		assert_int_equal(cd.map != NULL, rows[i].want == 0);
+		if (cd.map) {
+			assert_int_equal(cd.n_slots, rows[i].n_slots);
 			uroced_cnt_unmap(&cd);
 		}
 	}
