@@ -2,13 +2,150 @@
  * responder, responses to the completer), the packet builder and memory access shared by
  * the three state machines, counters.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/ipc.h"
 #include "transport/rc.h"
+#include "transport/rc_qp.h"
 #include "wire/psn.h"
+
+/* ------------------------------------------------------------ `uroce stat` counters */
+
+/* What a QP's slot shows, in this order (names as `uroce stat show qp` prints them).
+ * The first PUB_CTX_SKIP are per QP only: the context's block (netio) counts packets and
+ * bytes on the wire already, so the totals start after them. */
+#define RC_PUB_COUNTERS(X)                                                               	X(tx_packets, s->tx_packets) X(rx_packets, s->rx_packets)                         	X(tx_bytes, s->tx_bytes) X(rx_bytes, s->rx_bytes)                                 	X(retransmissions, s->retransmissions) X(timeouts, s->timeouts)                   	X(acks_tx, s->acks_tx) X(acks_rx, s->acks_rx)                                     	X(seq_naks_tx, s->naks_tx[UROCE_NAK_PSN_SEQ])                                     	X(seq_naks_rx, s->naks_rx[UROCE_NAK_PSN_SEQ])                                     	X(seq_nak_retries, s->seq_naks_rx)                                                	X(rnr_naks_tx, s->rnr_naks_tx) X(rnr_naks_rx, s->rnr_naks_rx)                     	X(inv_req_naks_tx, s->naks_tx[UROCE_NAK_INVALID_REQ])                             	X(inv_req_naks_rx, s->naks_rx[UROCE_NAK_INVALID_REQ])                             	X(rem_access_naks_tx, s->naks_tx[UROCE_NAK_REMOTE_ACCESS])                        	X(rem_access_naks_rx, s->naks_rx[UROCE_NAK_REMOTE_ACCESS])                        	X(rem_op_naks_tx, s->naks_tx[UROCE_NAK_REMOTE_OP])                                	X(rem_op_naks_rx, s->naks_rx[UROCE_NAK_REMOTE_OP])                                	X(inv_rd_req_naks_tx, s->naks_tx[UROCE_NAK_INVALID_RD_REQ])                       	X(inv_rd_req_naks_rx, s->naks_rx[UROCE_NAK_INVALID_RD_REQ])                       	X(dup_requests, s->dup_requests) X(dup_responses, s->dup_responses)               	X(atomic_replays, s->atomic_replays) X(read_replays, s->read_replays)
+
+enum {
+#define X(n, e) PUB_##n,
+	RC_PUB_COUNTERS(X)
+#undef X
+	PUB_DROPS,                       /* then one per enum uroce_rc_drop: "drop_<reason>" */
+	PUB_NUM = PUB_DROPS + UROCE_RC_DROP_NUM,
+	PUB_CTX_SKIP = PUB_tx_bytes + 2,
+};
+_Static_assert(PUB_NUM <= UROCE_CNT_MAX, "a QP slot holds at most UROCE_CNT_MAX counters");
+_Static_assert(PUB_rx_bytes == 3 && PUB_CTX_SKIP == 4, "per-QP-only counters come first");
+
+/* 1024 QPs per context have a slot; more QPs work, they are only missing from the
+ * listing (and from the totals).  About 300 bytes a slot, touched only when used. */
+#define PUB_SLOTS 1024
+
+static char pub_name_buf[PUB_NUM][UROCE_CNT_NAME_MAX];
+static const char *pub_names[PUB_NUM];
+static pthread_once_t pub_once = PTHREAD_ONCE_INIT;
+
+static void pub_names_init(void)
+{
+	static const char *const fixed[PUB_DROPS] = {
+#define X(n, e) #n,
+		RC_PUB_COUNTERS(X)
+#undef X
+	};
+
+	for (int i = 0; i < PUB_NUM; i++) {
+		char *d = pub_name_buf[i];
+
+		if (i < PUB_DROPS) {
+			snprintf(d, UROCE_CNT_NAME_MAX, "%s", fixed[i]);
+		} else {
+			snprintf(d, UROCE_CNT_NAME_MAX, "drop_%s", uroce_rc_drop_name(i - PUB_DROPS));
+			for (; *d; d++)
+				*d = (char)tolower((unsigned char)*d);
+		}
+		pub_names[i] = pub_name_buf[i];
+	}
+}
+
+static void pub_values(const struct uroce_rc_stats *s, uint64_t v[PUB_NUM])
+{
+#define X(n, e) v[PUB_##n] = (e);
+	RC_PUB_COUNTERS(X)
+#undef X
+	for (int i = 0; i < UROCE_RC_DROP_NUM; i++)
+		v[PUB_DROPS + i] = s->drops[i];
+}
+
+/* The transport's block of the QP's context (created and registered with the first QP),
+ * or NULL without a daemon connection. */
+static struct uroce_counters *pub_block(const struct uroce_qp *qp)
+{
+	struct uroce_context *ctx = qp->uctx;
+	struct uroce_counters *c = NULL;
+
+	if (!ctx || !ctx->ipc || !ctx->dev)
+		return NULL;
+	pthread_once(&pub_once, pub_names_init);
+	if (uroce_ipc_qp_counters(ctx->ipc, ctx->dev->ibdev.name, pub_names + PUB_CTX_SKIP,
+				  PUB_NUM - PUB_CTX_SKIP, pub_names, PUB_NUM, PUB_SLOTS, &c))
+		return NULL;
+	return c;
+}
+
+static void pub_attach(struct uroce_qp *qp)
+{
+	struct uroce_counters *c = pub_block(qp);
+
+	/* -ENOSPC (every slot used): this QP is not listed; nothing else depends on it. */
+	if (c)
+		(void)uroce_counters_slot_take(c, qp->qpx.qp_base.qp_num, qp->qpx.qp_base.qp_type);
+}
+
+/* The slot's values are the last published ones, so the growth since then is what the
+ * context's totals lack.  One writer per slot (qp->lock); the totals are shared by the
+ * context's QPs, hence the atomic add. */
+static bool pub_slot(struct uroce_counters *c, int slot, const struct uroce_rc_stats *st)
+{
+	uint64_t v[PUB_NUM], *q = uroce_counters_qp(c, (unsigned)slot), *tot = uroce_counters_ctx(c);
+	bool changed = false;
+
+	if (!q)
+		return false;
+	pub_values(st, v);
+	for (int i = 0; i < PUB_NUM; i++) {
+		uint64_t old = __atomic_load_n(&q[i], __ATOMIC_RELAXED);
+
+		if (v[i] == old)
+			continue;
+		changed = true;
+		__atomic_store_n(&q[i], v[i], __ATOMIC_RELAXED);
+		if (i >= PUB_CTX_SKIP)
+			__atomic_fetch_add(&tot[i - PUB_CTX_SKIP], v[i] - old, __ATOMIC_RELAXED);
+	}
+	return changed;
+}
+
+bool uroce_rc_publish(struct uroce_qp *qp)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+	struct uroce_counters *c;
+	int slot;
+
+	if (!rc || !(c = pub_block(qp)))
+		return false;
+	slot = uroce_counters_slot_find(c, qp->qpx.qp_base.qp_num);
+	return slot >= 0 && pub_slot(c, slot, &rc->st);
+}
+
+/* The last values go into the totals; the slot is free for the next QP. */
+static void pub_detach(struct uroce_qp *qp, const struct uroce_rc_stats *st)
+{
+	struct uroce_counters *c = pub_block(qp);
+	int slot;
+
+	if (!c)
+		return;
+	slot = uroce_counters_slot_find(c, qp->qpx.qp_base.qp_num);
+	if (slot < 0)
+		return;
+	pub_slot(c, slot, st);
+	uroce_counters_slot(c, (unsigned)slot, 0, 0);
+}
 
 static uint32_t mtu_bytes(enum ibv_mtu m)
 {
@@ -40,6 +177,7 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 			return -ENOMEM;
 		}
 		qp->transport = rc;
+		pub_attach(qp);
 	}
 	rc->qp = qp;
 	rc->io = *io;
@@ -79,6 +217,7 @@ void uroce_rc_detach(struct uroce_qp *qp)
 		return;
 	if (env && *env && *env != '0')
 		print_stats(qp, &rc->st);
+	pub_detach(qp, &rc->st);
 	qp->transport = NULL;
 	if (rc->io.release)
 		rc->io.release(rc->io.arg);
@@ -105,6 +244,39 @@ void uroce_rc_to_rts(struct uroce_qp *qp)
 	rc->rnr_left = qp->attr.rnr_retry;
 }
 
+/* IBA 11.6.3.3: drained when every WQE the requester started has completed (sent_idx is
+ * one past the newest started; the completer retires WQEs from head in order). */
+static bool sq_drained(const struct uroce_qp *qp)
+{
+	const struct uroce_rc *rc = uroce_rc_of(qp);
+
+	return !rc || qp->sq.head == rc->sent_idx;
+}
+
+bool uroce_rc_modified(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
+{
+	bool notify = false;
+
+	if (next != IBV_QPS_SQD) {
+		qp->attr.sq_draining = 0;
+	} else if (cur == IBV_QPS_RTS) {
+		if (sq_drained(qp))
+			notify = qp->attr.en_sqd_async_notify;
+		else
+			qp->attr.sq_draining = 1;
+	}
+	if (qp->transport && cur == IBV_QPS_SQD && next == IBV_QPS_RTS) {
+		/* IBA 10.3.1: back in RTS the requester takes new WQEs again; those posted
+		 * meanwhile wait at the tail and nothing else would start them. */
+		pthread_mutex_lock(&qp->sq.lock);
+		uroce_transport_post(qp);
+		pthread_mutex_unlock(&qp->sq.lock);
+	}
+	if (qp->transport && cur != next)
+		uroce_rc_publish(qp);
+	return notify;
+}
+
 int uroce_rc_stats(struct uroce_qp *qp, struct uroce_rc_stats *out)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
@@ -119,15 +291,23 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 	enum ibv_event_type ev = 0;
-	bool fail = false;
+	bool fail = false, drained = false;
 
 	if (rc && rc->pending_err != UROCE_RC_ERR_NONE) {
 		fail = true;
 		ev = rc->pending_event;
 		rc->pending_err = UROCE_RC_ERR_NONE;
 		rc->t_retrans = rc->t_rnr = 0;
+	} else if (rc && qp->attr.sq_draining && qp->attr.qp_state == IBV_QPS_SQD && sq_drained(qp)) {
+		/* IBA 11.6.3.3: the last WQE started before SQD completed; the QP may now
+		 * leave SQD, and the affiliated SQ Drained event is raised if it was asked
+		 * for at RTS -> SQD (en_sqd_async_notify). */
+		qp->attr.sq_draining = 0;
+		drained = qp->attr.en_sqd_async_notify;
 	}
 	pthread_mutex_unlock(&qp->lock);
+	if (drained)
+		uroce_async_event_post(qp->uctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base, 0);
 	/* IBA 10.3.1 / 11.6.2: the QP enters Error; outstanding WQEs complete with
 	 * WR_FLUSH_ERR; the affiliated event is raised (verbs' uroce_qp_error). */
 	if (fail)

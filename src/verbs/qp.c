@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "transport/rc_qp.h"
 #include "verbs/verbs.h"
 
 /* Send opcodes a QP type accepts (IBA 9.4: UD carries only SEND; UC has no
@@ -428,6 +429,13 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 	ret = check_values(qp, a, mask);
 	if (ret)
 		goto out;
+	/* IBA 11.6.3.3 (and rxe): while the send queue drains, a QP in SQD changes
+	 * nothing but to Error or Reset; SQ_DRAINED (or sq_draining 0) says when. */
+	if (cur == IBV_QPS_SQD && qp->attr.sq_draining && next != IBV_QPS_ERR &&
+	    next != IBV_QPS_RESET) {
+		ret = -EBUSY;
+		goto out;
+	}
 
 	if (next == IBV_QPS_RESET) {
 		/* IBA 10.3.1: Reset empties both work queues without completions and
@@ -457,13 +465,13 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp->attr.qp_state = next;
 		ib->state = next;
 	}
-	if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify) {
-		/* Nothing is ever in flight before the transport exists: the send
-		 * queue is drained at once (IBA 11.6.3.3, SQ Drained). */
+	/* SQD bookkeeping and counters (transport/rc_qp.h): SQ_DRAINED now if nothing was
+	 * in flight, later (uroce_rc_unlock_qp) otherwise; back in RTS the WQEs posted in
+	 * SQD start. */
+	if (uroce_rc_modified(qp, cur, next))
 		uroce_async_event_post(qp->uctx, IBV_EVENT_SQ_DRAINED, ib, 0);
-	}
 out:
-	pthread_mutex_unlock(&qp->lock);
+	uroce_transport_unlock_qp(qp);
 	return ret;
 }
 
@@ -476,7 +484,6 @@ int uroce_qp_query(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask, struct 
 	*a = qp->attr;
 	a->cur_qp_state = qp->attr.qp_state;
 	a->cap = qp->cap;
-	a->sq_draining = 0;
 	pthread_mutex_unlock(&qp->lock);
 	if (init) {
 		memset(init, 0, sizeof(*init));
