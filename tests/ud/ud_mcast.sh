@@ -1,8 +1,18 @@
 #!/bin/sh
 # ud_mcast.sh UROCE UD_MCAST TOPO — UD multicast with plain verbs (ud_mcast.c), run by nsrun.sh.
-#   lo:   three receivers on this host (one detaches after the first round), one sender
-#   veth: receivers r1, r2 (detaches) in netns a, r3 in netns b with the sender
-# Round 1: every receiver gets N; r2 detaches; round 2: r1 and r3 get N more, r2 nothing.
+#   lo:    three receivers on this host (one detaches after the first round), one sender
+#   veth:  receivers r1 (two QPs attached), r2 (detaches) in netns a; r3 in netns b with the
+#          sender; group 239.1.2.3 (GID ::ffff:239.1.2.3)
+#   veth6: the same with the IPv6 group ff0e::1:3 and IPv6 source addresses
+#
+#      netns a                                 netns b
+#   r1 (2 QPs), r2 -- uroced -- va ===== vb -- uroced -- r3, sender
+#
+# Round 1: every receiver QP gets N; r2 detaches; round 2: r1's and r3's QPs get N more, r2
+# nothing.  After round 2 a lone process in netns a is the group's only member there: the
+# case Linux used to re-steer to uroced (docs/ud-uc.md).  Also checked: no datagram reached
+# a daemon's default socket (rx_default 0), and the AH's hop limit is the TTL / hop limit
+# received (GRH area) and, when tshark is installed, the one on the wire.
 set -u
 UROCE=$1
 PROG=$2
@@ -16,29 +26,61 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UD_MCAST_STOP=$tmp/stop
 export UROCE_RC_STATS=1
-if [ "$TOPO" = veth ]; then
+DEV=uroce0
+HOPS=1
+if [ "$TOPO" != lo ]; then
 	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
 	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
 	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
 	ip -n a link set lo up; ip -n b link set lo up
 	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
+	if [ "$TOPO" = veth6 ]; then
+		ip -n a addr add 2001:db8::1/64 dev va nodad
+		ip -n b addr add 2001:db8::2/64 dev vb nodad
+		G=ff0e::1:3
+	fi
 	ip -n a link set va up; ip -n b link set vb up
 	A="ip netns exec a"; B="ip netns exec b"
-	export UD_MCAST_DEV=uroce1
-	# A route for the groups (the kernel wants one for a multicast sender, as for rxe).
+	DEV=uroce1
+	# Not the kernel's default multicast TTL (1): the AH's hop limit must reach the wire.
+	HOPS=5
+	# A route for the IPv4 groups (the kernel wants one for a multicast sender, as for rxe).
 	ip -n a route add 224.0.0.0/4 dev va; ip -n b route add 224.0.0.0/4 dev vb
 	$A "$UROCE" link add uroce1 netdev va >/dev/null || die "link add in a"
 	$B "$UROCE" link add uroce1 netdev vb >/dev/null || die "link add in b"
 	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
 	wait_for 20 active "$A" || die "a's port never became active"
 	wait_for 20 active "$B" || die "b's port never became active"
+	if [ "$TOPO" = veth6 ]; then
+		# The sender picks the first global IPv6 GID: wait until b's table lists it.
+		gid6() { $B "$UROCE" link show uroce1/1 -d 2>/dev/null | grep -q '2001:db8::2'; }
+		wait_for 20 gid6 || die "b's GID table never listed 2001:db8::2"
+	fi
 else
 	# lo has no MULTICAST flag by default; multicast to lo needs it and a route.
 	ip link set lo multicast on
 	ip route add 224.0.0.0/4 dev lo 2>/dev/null
 	A=""; B=""
 fi
-$A timeout 60 "$UROCE" run "$PROG" recv $G $N >"$tmp/r1" 2>&1 & p1=$!
+export UD_MCAST_DEV=$DEV UD_MCAST_HOPS=$HOPS
+
+# The wire, seen from netns a (veth topologies, when tshark is there).
+tpid=""
+if [ "$TOPO" != lo ] && command -v tshark >/dev/null; then
+	TSHARK=$(command -v tshark)
+	# As tests/transport/rc_wire.sh: started with SIGINT at its default, so that SIGINT
+	# makes it write out every packet and exit; no sanitizer preload for it.
+	$A env -u LD_PRELOAD -u ASAN_OPTIONS /usr/bin/python3 -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$TSHARK" -q -i va -f 'udp dst port 4791' -w "$tmp/cap.pcap" \
+		>"$tmp/tshark.log" 2>&1 &
+	tpid=$!
+	started() { grep -q "Capturing on" "$tmp/tshark.log"; }
+	wait_for 30 started || { cat "$tmp/tshark.log"; die "tshark did not start"; }
+fi
+
+UD_MCAST_QPS=2 $A timeout 60 "$UROCE" run "$PROG" recv $G $N >"$tmp/r1" 2>&1 & p1=$!
 $A timeout 60 "$UROCE" run "$PROG" recv $G $N detach >"$tmp/r2" 2>&1 & p2=$!
 $B timeout 60 "$UROCE" run "$PROG" recv $G $N >"$tmp/r3" 2>&1 & p3=$!
 ready() { grep -q READY "$tmp/r1" && grep -q READY "$tmp/r2" && grep -q READY "$tmp/r3"; }
@@ -52,8 +94,31 @@ wait $p3; s3=$?
 touch "$UD_MCAST_STOP"
 wait $p2; s2=$?
 for r in r1 r2 r3; do echo "-- $r"; cat "$tmp/$r"; done
-[ $s1 -eq 0 ] || die "r1 exit $s1"
-[ $s2 -eq 0 ] || die "r2 (detached) exit $s2"
-[ $s3 -eq 0 ] || die "r3 exit $s3"
+[ $s1 -eq 0 ] || fail "r1 exit $s1"
+[ $s2 -eq 0 ] || fail "r2 (detached) exit $s2"
+[ $s3 -eq 0 ] || fail "r3 exit $s3"
+expect_eq "r1 datagrams per QP" "$(grep GOT "$tmp/r1" | tr '\n' ' ')" "GOT $((2 * N)) GOT $((2 * N)) "
+for r in r1 r2 r3; do
+	expect_eq "$r: hop limit received" "$(sed -n 's/^HOPS //p' "$tmp/$r")" "$HOPS"
+done
+
+# Nothing for the group went to a daemon's default member (QPN 0xFFFFFF is steered there
+# when the kernel consults the reuseport program).
+rx_default() { $1 "$UROCE" stat show link "$DEV/1" | sed -n 's/.* rx_default \([0-9]*\).*/\1/p'; }
+expect_eq "rx_default in ${A:-this host}" "$(rx_default "$A")" 0
+[ "$TOPO" = lo ] || expect_eq "rx_default in b" "$(rx_default "$B")" 0
+
+if [ -n "$tpid" ]; then
+	kill -INT $tpid; wait $tpid
+	tsh() { env -u LD_PRELOAD -u ASAN_OPTIONS tshark "$@" 2>/dev/null; }
+	if [ "$TOPO" = veth6 ]; then f=ipv6.hlim; d=ipv6.dst; else f=ip.ttl; d=ip.dst; fi
+	# The capture may miss the first packets (tshark says "Capturing on" a moment before
+	# its filter runs), so: at least one packet to the group, and all with the hop limit.
+	seen=$(tsh -r "$tmp/cap.pcap" -Y "$d == $G" -T fields -e $f | sort | uniq -c)
+	echo "on the wire (count hop-limit): $seen"
+	[ -n "$seen" ] || fail "no datagram to $G captured on va"
+	echo "$seen" | awk -v h=$HOPS 'NF && $2 != h { bad = 1 } END { exit bad }' ||
+		fail "a datagram to $G left with another hop limit than $HOPS"
+fi
 [ $fails -eq 0 ] || exit 1
 echo PASS
