@@ -1,8 +1,10 @@
 /* fault.c — seeded fault injection on the transmit path (fault.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "transport/fault.h"
 
@@ -64,6 +66,14 @@ int uroce_fault_parse(struct uroce_fault *f, const char *spec, char *err, size_t
 				rc = -EINVAL;
 				break;
 			}
+		} else if (!strcmp(k, "log")) {
+			if (!*v || strlen(v) >= sizeof(f->log)) {
+				snprintf(err, errlen, "%s: log= needs a path shorter than %zu bytes",
+					 UROCE_FAULT_ENV, sizeof(f->log));
+				rc = -EINVAL;
+				break;
+			}
+			strcpy(f->log, v);
 		} else if (!strcmp(k, "seed")) {
 			char *end;
 			errno = 0;
@@ -74,7 +84,7 @@ int uroce_fault_parse(struct uroce_fault *f, const char *spec, char *err, size_t
 				break;
 			}
 		} else {
-			snprintf(err, errlen, "%s: unknown key \"%s\" (drop, dup, reorder, corrupt, seed)",
+			snprintf(err, errlen, "%s: unknown key \"%s\" (drop, dup, reorder, corrupt, seed, log)",
 				 UROCE_FAULT_ENV, k);
 			rc = -EINVAL;
 			break;
@@ -98,11 +108,10 @@ static bool fires(struct uroce_fault *f, uint64_t threshold)
 	return draw < threshold;
 }
 
-struct uroce_fault_action uroce_fault_decide(struct uroce_fault *f, size_t len)
+static struct uroce_fault_action decide(struct uroce_fault *f, size_t len)
 {
 	struct uroce_fault_action a = { 0, 0 };
-	if (!f->enabled)
-		return a;
+
 	f->decided++;
 	bool drop = fires(f, f->drop);
 	bool dup = fires(f, f->dup);
@@ -124,6 +133,42 @@ struct uroce_fault_action uroce_fault_decide(struct uroce_fault *f, size_t len)
 		a.flags |= UROCE_FAULT_CORRUPT;
 		a.corrupt_bit = (uint32_t)(where % ((len - BTH_LEN - ICRC_LEN) * 8));
 	}
+	return a;
+}
+
+/* One line per disturbed packet (fault.h).  Opened per line: only tests set log=, and it
+ * leaves no descriptor for the owner of @f to close. */
+static void log_action(const struct uroce_fault *f, uint64_t index, size_t len, unsigned flags)
+{
+	static const char *const names[] = { "drop", "dup", "reorder", "corrupt" };
+	char line[96];
+	int n = snprintf(line, sizeof(line), "%llu %zu", (unsigned long long)index, len);
+	char sep = ' ';
+	int fd;
+
+	for (unsigned i = 0; i < 4; i++)
+		if (flags & (1u << i)) {
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "%c%s", sep, names[i]);
+			sep = '+';
+		}
+	line[n++] = '\n';
+	fd = open(f->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)n) != n)
+		n = 0;   /* a lost line (fault.h): nothing else to do */
+	close(fd);
+}
+
+struct uroce_fault_action uroce_fault_decide(struct uroce_fault *f, size_t len)
+{
+	struct uroce_fault_action a = { 0, 0 };
+
+	if (!f->enabled)
+		return a;
+	a = decide(f, len);
+	if (a.flags && f->log[0])
+		log_action(f, f->decided - 1, len, a.flags);
 	return a;
 }
 

@@ -9,6 +9,16 @@
  * of the seed and the number of packets decided so far, so a failing run can be replayed.
  * Unknown keys and malformed values are errors (a typo must not silently test nothing).
  *
+ * log=PATH (optional) appends one line per packet that gets an action, so a test can tell
+ * exactly which packets were disturbed:
+ *
+ *     <index> <len> <action>[+<action>...]      e.g.  "17 1060 drop", "40 76 dup+reorder"
+ *
+ * index counts the packets decided by this fault state from 0 (one state per context: the
+ * order in which the context sent them), len is the packet's length (BTH to ICRC), actions
+ * are drop, dup, reorder, corrupt.  Each line is one O_APPEND write, so processes may share
+ * a file.  A log that cannot be written loses its lines (the decisions are unchanged).
+ *
  * corrupt flips one bit of the packet after the BTH (payload, or an extension header), so
  * the receiver's ICRC check must catch it; reorder holds the packet back and sends it after
  * the next one; dup sends it twice.  A packet gets at most one of drop/reorder, and dup
@@ -30,6 +40,7 @@ struct uroce_fault {
 	uint64_t state; /* splitmix64 */
 	uint64_t seed;
 	uint64_t decided;
+	char log[256];   /* log=PATH, "" for none */
 };
 
 enum {
@@ -46,11 +57,13 @@ struct uroce_fault_action {
 };
 
 /*
- * Parse @spec (NULL or "" disables).  Returns 0, or -EINVAL with a message in @err.
+ * Parse @spec (NULL or "" disables).  Returns 0, or -EINVAL with a message in @err (also
+ * for a log path of 256 bytes or more).
  */
 int uroce_fault_parse(struct uroce_fault *f, const char *spec, char *err, size_t errlen);
 
-/* Decide the fate of one packet of @len bytes (BTH included, ICRC included). */
+/* Decide the fate of one packet of @len bytes (BTH included, ICRC included); with log=,
+ * appends the line for a packet that gets an action. */
 struct uroce_fault_action uroce_fault_decide(struct uroce_fault *f, size_t len);
 
 /* Apply a CORRUPT action to @pkt (len bytes): flips the chosen bit. */
