@@ -20,25 +20,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UROCE_RC_STATS=1
 
-if [ "$TOPO" = veth ]; then
-	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
-	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
-	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
-	ip -n a link set lo up; ip -n b link set lo up
-	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
-	ip -n a link set va up; ip -n b link set vb up
-	S="ip netns exec a"; C="ip netns exec b"; SADDR=192.0.2.1
-	$S "$UROCE" link add uroce1 netdev va >/dev/null || fail "link add in a"
-	$C "$UROCE" link add uroce1 netdev vb >/dev/null || fail "link add in b"
-	DEV="-d uroce1"
-	# perftest refuses a port that is not ACTIVE: wait for the veth carrier on both sides.
-	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
-	wait_for 20 active "$S" || fail "a's port never became active"
-	wait_for 20 active "$C" || fail "b's port never became active"
-else
-	S=""; C=""; SADDR=127.0.0.1
-	DEV=""
-fi
+# The two topologies (lo, or netns a/b joined by veth): tests/daemon/lib.sh.
+topo_setup "$TOPO" || exit 1
 
 port=18515
 # Under the sanitizers (ASan preloaded into the foreign programs) everything runs several

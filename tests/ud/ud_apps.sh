@@ -4,8 +4,8 @@
 #   TOPO lo:   both on 127.0.0.1;  TOPO veth: two netns joined by veth (needs root: else 77)
 #   CASE ud-SIZE[-e]-ITERS (ibv_ud_pingpong), uc-SIZE[-e]-ITERS (ibv_uc_pingpong), or
 #        TOOL-UD / TOOL-UC (perftest TOOL -c UD/UC, all sizes -a; TOOL-UD-mcast adds -M).
-# The topology setup is the one tests/transport/rc_apps.sh uses; the client starts once the
-# server's TCP port listens (no fixed sleeps).
+# The topology comes from tests/daemon/lib.sh (topo_setup, shared with rc_apps.sh); the
+# client starts once the server's TCP port listens (no fixed sleeps).
 set -u
 UROCE=$1
 TOPO=$2
@@ -17,24 +17,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UROCE_RC_STATS=1
 
-if [ "$TOPO" = veth ]; then
-	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
-	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
-	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
-	ip -n a link set lo up; ip -n b link set lo up
-	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
-	ip -n a link set va up; ip -n b link set vb up
-	S="ip netns exec a"; C="ip netns exec b"; SADDR=192.0.2.1
-	$S "$UROCE" link add uroce1 netdev va >/dev/null || die "link add in a"
-	$C "$UROCE" link add uroce1 netdev vb >/dev/null || die "link add in b"
-	DEV="-d uroce1"
-	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
-	wait_for 20 active "$S" || die "a's port never became active"
-	wait_for 20 active "$C" || die "b's port never became active"
-else
-	S=""; C=""; SADDR=127.0.0.1
-	DEV=""
-fi
+topo_setup "$TOPO" || exit 1
 
 port=18515
 case $CASE in
