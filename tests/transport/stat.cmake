@@ -1,0 +1,16 @@
+# Issue #4: the RC recovery in `uroce stat` (stat_faults.sh), and SQD (stat_faults sqd).
+# Included from tests/transport/CMakeLists.txt.
+if(TARGET uroced AND TARGET uroce AND TARGET ibverbs)
+  set(stat_nsrun ${CMAKE_SOURCE_DIR}/tests/daemon/nsrun.sh)
+  add_executable(stat_faults ${CMAKE_CURRENT_SOURCE_DIR}/stat_faults.c)
+  target_include_directories(stat_faults PRIVATE ${IBVERBS_INCLUDE})
+  target_link_libraries(stat_faults PRIVATE ibverbs)
+  add_test(NAME transport_stat_faults
+           COMMAND ${stat_nsrun} sh ${CMAKE_CURRENT_SOURCE_DIR}/stat_faults.sh
+                   $<TARGET_FILE:uroce> $<TARGET_FILE:stat_faults>)
+  add_test(NAME transport_stat_sqd
+           COMMAND ${stat_nsrun} $<TARGET_FILE:uroce> run $<TARGET_FILE:stat_faults> sqd)
+  set_tests_properties(transport_stat_faults transport_stat_sqd PROPERTIES
+    TIMEOUT 300 SKIP_RETURN_CODE 77
+    ENVIRONMENT "UROCE_DAEMON=$<TARGET_FILE:uroced>;${UROCE_FOREIGN_ENV}")
+endif()
