@@ -73,6 +73,12 @@ int uroce_dev_add(struct uroce_devtable *t, const char *name, const char *netdev
 	 * holds QP0 and QP1 and is never handed out. */
 	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
 		start = (uint32_t)getpid() * 2654435761u;
+	/* Tests: $UROCE_QPN_START_BLOCK fixes the first block (e.g. the last one, which
+	 * holds the multicast QPN 0xFFFFFF that is never handed out). */
+	const char *sb = getenv("UROCE_QPN_START_BLOCK");
+
+	if (sb && *sb)
+		start = (uint32_t)strtoul(sb, NULL, 0);
 	err = uroce_id_pool_init(&d->blocks, UROCE_QPN_BLOCKS, 1, start);
 	if (err) {
 		free(d);

@@ -190,6 +190,11 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 	free(c);
 }
 
+/* The multicast QPN (IBA 9.6.1.1, 10.5): a datagram addressed to it goes to every QP
+ * attached to the destination group, so no QP may have it.  It is the last QPN of the
+ * last block, which is otherwise handed out like any other. */
+#define QPN_MULTICAST 0xFFFFFFu
+
 /* A free slot in cd's blocks from its cursor on, or -ENOSPC. */
 static int slot_alloc(struct uroce_client_dev *cd, uint32_t *qpn)
 {
@@ -201,6 +206,8 @@ static int slot_alloc(struct uroce_client_dev *cd, uint32_t *qpn)
 		uint64_t bit = 1ull << (s % UROCE_QPN_BLOCK);
 
 		if (b->used & bit)
+			continue;
+		if (b->block * UROCE_QPN_BLOCK + (uint32_t)(s % UROCE_QPN_BLOCK) == QPN_MULTICAST)
 			continue;
 		b->used |= bit;
 		cd->cursor = s + 1;

@@ -7,6 +7,9 @@
  *                                   exists, count anything that still arrives: exit 1 if
  *                                   something did.  Prints HOPS h: the TTL / hop limit of the
  *                                   first datagram, read from the GRH area of its buffer.
+ *   ud_mcast qpns N                 create N UD QPs; exit 1 if one has QPN 0xFFFFFF (the
+ *                                   multicast QPN) or 0xFFFFFE is not among them (run with
+ *                                   uroced's UROCE_QPN_START_BLOCK=0x3ffff, the last block).
  *   ud_mcast send GROUP N           send N datagrams to the group (QPN 0xFFFFFF), with hop
  *                                   limit $UD_MCAST_HOPS (default 1) and source GID index
  *                                   $UD_MCAST_SGID (default 0).
@@ -83,6 +86,36 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	return qp;
 }
 
+/* QPNs come from uroced's blocks of 64; the last block ends with 0xFFFFFF, which is the
+ * multicast QPN (IBA 9.6.1.1, 10.5) and must never be a QP's. */
+static int qpns(int n)
+{
+	struct ibv_device **devs = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = devs && devs[0] ? ibv_open_device(devs[0]) : NULL;
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	bool below = false;
+
+	if (!cq || n < 1)
+		die("objects");
+	for (int i = 0; i < n; i++) {
+		struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+					       .cap = { .max_send_wr = 1, .max_recv_wr = 1,
+							.max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+		if (!qp)
+			die("create_qp");
+		if (qp->qp_num == 0xFFFFFF)
+			die("a QP got the multicast QPN 0xFFFFFF");
+		below |= qp->qp_num == 0xFFFFFE;
+	}
+	if (!below)
+		die("no QP got 0xFFFFFE: the allocator did not start at the last block");
+	printf("QPNS %d, 0xFFFFFE among them, 0xFFFFFF not\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **devs;
@@ -95,8 +128,10 @@ int main(int argc, char **argv)
 	int n, nq = 1, got[MAXQ] = { 0 }, hops = -1;
 	bool send, v4;
 
+	if (argc == 3 && !strcmp(argv[1], "qpns"))
+		return qpns(atoi(argv[2]));
 	if (argc < 4)
-		die("usage: ud_mcast recv|send GROUP N [detach]");
+		die("usage: ud_mcast recv|send GROUP N [detach] | qpns N");
 	send = !strcmp(argv[1], "send");
 	n = atoi(argv[3]);
 	v4 = inet_pton(AF_INET, argv[2], &mgid.raw[12]) == 1;
