@@ -8,6 +8,7 @@
 
 #define BTH_LEN 12
 #define BTH_DQPN_WORD 4   /* bytes 4..7: FECN, BECN, Resv6 | DestQP (IBA 9.2) */
+#define MCAST_QPN 0xFFFFFF /* IBA 9.6.1.1, 10.5: the multicast QPN, nobody's own */
 
 static int cmp_rule(const void *a, const void *b)
 {
@@ -25,6 +26,9 @@ static int cmp_rule(const void *a, const void *b)
  *   2: goto DEFAULT                no room for a BTH: let the daemon count it
  *   3: A = word[4]
  *   4: A &= 0xffffff               destination QPN
+ *   5: if A != 0xffffff skip 1
+ *   6: goto DEFAULT                the multicast QPN: no rule may claim it, even if the
+ *                                  rule's block ends with it (docs/ud-uc.md, Multicast)
  *   per rule, sorted by qpn_lo (4 instructions):
  *      if A >= lo skip 1
  *      goto DEFAULT                below this rule, so below every later one too
@@ -40,7 +44,7 @@ int uroce_steer_build(const struct uroce_steer_rule *rules, size_t n, uint16_t d
 {
 	if (n > UROCE_STEER_MAX_RULES)
 		return -E2BIG;
-	size_t need = 5 + 4 * n + 1;
+	size_t need = 7 + 4 * n + 1;
 	if (need > cap || need > BPF_MAXINSNS)
 		return -E2BIG;
 
@@ -69,6 +73,8 @@ int uroce_steer_build(const struct uroce_steer_rule *rules, size_t n, uint16_t d
 	GOTO_DEFAULT();
 	EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, BTH_DQPN_WORD));
 	EMIT(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MCAST_QPN, 0, 1));
+	GOTO_DEFAULT();
 	for (size_t i = 0; i < n; i++) {
 		EMIT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, r[i].qpn_lo, 1, 0));
 		GOTO_DEFAULT();
@@ -85,7 +91,7 @@ int uroce_steer_build(const struct uroce_steer_rule *rules, size_t n, uint16_t d
 int uroce_steer_attach(int fd, const struct uroce_steer_rule *rules, size_t n,
 		       uint16_t default_index)
 {
-	size_t cap = 6 + 4 * n;
+	size_t cap = 8 + 4 * n;
 	struct sock_filter *prog = calloc(cap, sizeof(*prog));
 	if (!prog)
 		return -ENOMEM;
@@ -122,6 +128,9 @@ uint32_t uroce_steer_eval(const struct sock_filter *prog, size_t len, const uint
 			break;
 		case BPF_JMP | BPF_JA:
 			pc += f->k;
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_K:
+			pc += a == f->k ? f->jt : f->jf;
 			break;
 		case BPF_JMP | BPF_JGE | BPF_K:
 			pc += a >= f->k ? f->jt : f->jf;

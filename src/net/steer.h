@@ -7,7 +7,9 @@
  * (bytes 5..7, IBA 9.2) and returns the index of the owning socket in the group.
  *
  * The program is a list of QPN ranges, each mapped to a socket index, plus a default index
- * for everything else: QP1 (the CM), unknown QPNs and datagrams too short to hold a BTH.
+ * for everything else: QP1 (the CM), unknown QPNs, datagrams too short to hold a BTH, and
+ * the multicast QPN 0xFFFFFF whatever the rules say (Linux copies multicast to every
+ * joined socket and consults the program only when one socket matches; docs/ud-uc.md).
  * The daemon owns the group's sockets (it creates them and hands them to clients), so it
  * knows every socket's index; it rebuilds and re-attaches the program whenever the mapping
  * changes.  A datagram that lands on the wrong socket during a change is dropped and
@@ -26,7 +28,7 @@ struct uroce_steer_rule {
 };
 
 /* Classic BPF programs are at most BPF_MAXINSNS (4096) instructions; each rule takes
- * four, plus a prologue of five and the default return. */
+ * four, plus a prologue of seven and the default return. */
 #define UROCE_STEER_MAX_RULES 1022
 
 /*

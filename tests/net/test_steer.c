@@ -3,7 +3,8 @@
  * 1. The program, evaluated by steer.c's interpreter, agrees with a naive reference (a linear
  *    search of the rules) on random and edge-case QPNs and lengths.
  * 2. The kernel agrees: a real SO_REUSEPORT group on 127.0.0.1 delivers each datagram to
- *    the socket the rules name, by bind order, and short datagrams to the default socket.
+ *    the socket the rules name, by bind order, and short datagrams and the multicast QPN
+ *    0xFFFFFF to the default socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -22,7 +23,7 @@
 static uint32_t reference(const struct uroce_steer_rule *r, size_t n, uint16_t dflt,
 			  uint32_t qpn, size_t len)
 {
-	if (len < 12)
+	if (len < 12 || qpn == 0xFFFFFF)   /* the multicast QPN is nobody's */
 		return dflt;
 	for (size_t i = 0; i < n; i++)
 		if (qpn >= r[i].qpn_lo && qpn <= r[i].qpn_hi)
@@ -52,10 +53,10 @@ static void test_program(void)
 	const size_t n = sizeof(rules) / sizeof(rules[0]);
 	struct sock_filter prog[64];
 	int len = uroce_steer_build(rules, n, 0, prog, 64);
-	CHECK(len == 6 + 4 * (int)n, "len %d", len);
+	CHECK(len == 8 + 4 * (int)n, "len %d", len);
 
 	uint32_t edges[] = { 0, 1, 2, 3, 0xFF, 0x100, 0x1FF, 0x200, 0x1233FF, 0x123400,
-			     0x1234FF, 0x123500, 0xFFFEFF, 0xFFFF00, 0xFFFFFF };
+			     0x1234FF, 0x123500, 0xFFFEFF, 0xFFFF00, 0xFFFFFE, 0xFFFFFF };
 	uint8_t pkt[64];
 	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
 		bth(pkt, edges[i], 0xFF);
@@ -121,13 +122,15 @@ static void test_kernel(void)
 		if (i == 0)
 			CHECK(getsockname(s[0], (struct sockaddr *)&a, &alen) == 0, "getsockname");
 	}
-	const struct uroce_steer_rule rules[] = { { 0x100, 0x1FF, 1 }, { 0x200, 0x2FF, 2 } };
-	CHECK(uroce_steer_attach(s[2], rules, 2, 0) == 0, "attach: %s", strerror(errno));
+	const struct uroce_steer_rule rules[] = { { 0x100, 0x1FF, 1 }, { 0x200, 0x2FF, 2 },
+						  { 0xFFFFC0, 0xFFFFFF, 2 } };
+	CHECK(uroce_steer_attach(s[2], rules, 3, 0) == 0, "attach: %s", strerror(errno));
 
 	int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct { uint32_t qpn; size_t len; int want; } cases[] = {
 		{ 0x100, 40, 1 }, { 0x1FF, 40, 1 }, { 0x200, 40, 2 }, { 0x2AB, 1000, 2 },
 		{ 0x001, 40, 0 }, { 0x300, 40, 0 }, { 0x150, 8, 0 }, { 0x250, 0, 0 },
+		{ 0xFFFFFE, 40, 2 }, { 0xFFFFFF, 40, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint8_t pkt[1024];
