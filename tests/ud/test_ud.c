@@ -548,6 +548,10 @@ static void loss(enum ibv_qp_type t, unsigned nmsg)
 {
 	static uint8_t sbuf[8192], rbuf[8192];
 	static bool lost[4096];
+	static uint64_t dropped_at[4096];
+	static size_t dropped_len[4096];
+	uint64_t npk = 0;
+	unsigned ndropped = 0;
 	struct world w;
 	struct uroce_mr *smr, *rmr;
 	struct uroce_ah *ah;
@@ -562,7 +566,13 @@ static void loss(enum ibv_qp_type t, unsigned nmsg)
 	smr = buf_mr(&w, sbuf, sizeof(sbuf));
 	rmr = buf_mr(&w, rbuf, sizeof(rbuf));
 	ah = fake_ah(&w);
-	CHECK(uroce_fault_parse(&f, "drop=0.05,seed=11", err, sizeof(err)) == 0, "fault: %s", err);
+	char spec[128], logpath[] = "/tmp/test_ud_fault.XXXXXX";
+	int lfd = mkstemp(logpath);
+
+	CHECK(lfd >= 0, "mkstemp");
+	close(lfd);
+	snprintf(spec, sizeof(spec), "drop=0.05,seed=11,log=%s", logpath);
+	CHECK(uroce_fault_parse(&f, spec, err, sizeof(err)) == 0, "fault: %s", err);
 	memset(lost, 0, sizeof(lost));
 	post_recv(w.qp[1], 0, rbuf, sizeof(rbuf), rmr);
 	for (uint32_t m = 0; m < nmsg; m++) {
@@ -573,8 +583,10 @@ static void loss(enum ibv_qp_type t, unsigned nmsg)
 		CHECK(post_send(&w, ah, m, IBV_WR_SEND, sbuf, len, smr, 0x11111111, 0, 0) == 0, "post %u", m);
 		while (poll1(w.cq[0], &wc) == 1)
 			CHECK(wc.status == IBV_WC_SUCCESS, "send status %d", wc.status);
-		for (unsigned i = 0; i < nwire; i++)
+		for (unsigned i = 0; i < nwire; i++, npk++)
 			if (uroce_fault_decide(&f, wire[i].len).flags & UROCE_FAULT_DROP) {
+				dropped_at[ndropped] = npk;
+				dropped_len[ndropped++] = wire[i].len;
 				wire[i].dropped = true;
 				lost[m] = true;
 				drops++;
@@ -608,6 +620,27 @@ static void loss(enum ibv_qp_type t, unsigned nmsg)
 	CHECK(got == nmsg - want_lost, "%s: %llu completions, %u messages, %llu lost",
 	      t == IBV_QPT_UD ? "UD" : "UC", (unsigned long long)got, nmsg, (unsigned long long)want_lost);
 	CHECK(drops > 0, "the fault injector dropped something");
+	/* log= (fault.h): one "<index> <len> drop" line per dropped packet, nothing else. */
+	{
+		FILE *lf = fopen(logpath, "r");
+		unsigned long long li;
+		size_t ll;
+		char what[32];
+		unsigned n = 0;
+
+		CHECK(lf != NULL, "fault log %s", logpath);
+		while (lf && fscanf(lf, "%llu %zu %31s", &li, &ll, what) == 3) {
+			CHECK(n < ndropped && li == dropped_at[n] && ll == dropped_len[n] &&
+			      !strcmp(what, "drop"), "log line %u: %llu %zu %s, expected %llu %zu drop", n,
+			      li, ll, what, n < ndropped ? (unsigned long long)dropped_at[n] : 0ull,
+			      n < ndropped ? dropped_len[n] : 0);
+			n++;
+		}
+		CHECK(n == ndropped, "fault log: %u lines for %u drops", n, ndropped);
+		if (lf)
+			fclose(lf);
+		unlink(logpath);
+	}
 	printf("loss %s: %u messages, %llu packets dropped, %llu messages lost, %llu completed\n",
 	       t == IBV_QPT_UD ? "UD" : "UC", nmsg, (unsigned long long)drops,
 	       (unsigned long long)want_lost, (unsigned long long)got);

@@ -205,7 +205,8 @@ static void open_dev(struct ctx *c)
 	ibv_free_device_list(devs);
 	c->pd = ibv_alloc_pd(c->ctx);
 	c->cq = ibv_create_cq(c->ctx, 2 * NSLOT, NULL, NULL, 0);
-	c->buf = aligned_alloc(4096, (size_t)NSLOT * SLOT + 4096 * 2);
+	/* aligned_alloc wants a size that is a multiple of the alignment. */
+	c->buf = aligned_alloc(4096, ((size_t)NSLOT * SLOT + 4095) / 4096 * 4096);
 	if (!c->pd || !c->cq || !c->buf)
 		die("pd/cq/buffer");
 	c->mr = ibv_reg_mr(c->pd, c->buf, (size_t)NSLOT * SLOT, IBV_ACCESS_LOCAL_WRITE);

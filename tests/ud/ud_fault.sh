@@ -30,7 +30,11 @@ echo "== receiver: $S uroce run $PROG recv $svc $port $n"
 $S timeout 120 "$UROCE" run "$PROG" recv "$svc" $port "$n" >"$tmp/recv" 2>&1 &
 rpid=$!
 ready() { grep -q READY "$tmp/recv" && $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
-wait_for 30 ready || fail "receiver never became ready"
+if ! wait_for 30 ready; then
+	cat "$tmp/recv"
+	fail "receiver never became ready"
+	exit 1
+fi
 echo "== sender: $C UROCE_FAULT=drop=0.05,seed=$seed,log=... uroce run $PROG send $svc $SADDR $port $n"
 $C env UROCE_FAULT="drop=0.05,seed=$seed,log=$log" \
 	timeout 120 "$UROCE" run "$PROG" send "$svc" "$SADDR" $port "$n" "$log" >"$tmp/send" 2>&1
