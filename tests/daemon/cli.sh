@@ -50,6 +50,16 @@ expect_eq "stat context counters" "$($UROCE stat show | grep " pid $holder ")" \
 	"link uroce0/1 pid $holder tx_packets 11"
 expect_eq "stat qp" "$($UROCE stat show qp)" "link uroce0/1 lqpn $q type RC pid $holder sent 3"
 expect_eq "stat qp link" "$($UROCE stat show qp link uroce0/1)" "$($UROCE stat show qp)"
+# Filters as `rdma statistic qp show`: lqpn, pid, with link, in any order.
+expect_eq "stat qp lqpn" "$($UROCE stat show qp lqpn "$q")" "$($UROCE stat show qp)"
+expect_eq "stat qp pid link" "$($UROCE stat show qp pid "$holder" link uroce0)" "$($UROCE stat show qp)"
+expect_eq "stat qp other lqpn" "$($UROCE stat show qp lqpn $((q + 1)))" ""
+expect_eq "stat qp other pid" "$($UROCE stat show qp pid $((holder + 100000)))" ""
+$UROCE stat show qp lqpn x 2>&1 | grep -qx 'Wrong lqpn value x' || fail "bad lqpn value"
+$UROCE stat show qp pid 2>&1 | grep -qx 'Wrong pid value (none)' || fail "pid without value"
+$UROCE stat show lqpn 5 2>&1 | grep -qx "Unknown parameter 'lqpn'." || fail "lqpn outside qp"
+$UROCE stat show qp lqpn 5 >/dev/null 2>&1 && $UROCE stat show qp lqpn x >/dev/null 2>&1 &&
+	fail "exit status of a bad filter"
 kill -KILL "$holder"
 wait "$holder" 2>/dev/null
 exec 3>&-

@@ -1,10 +1,12 @@
 /* stat_faults.c — two processes (fork), plain verbs, one RC QP each, connected over a
  * socketpair; the parent is "p", the child "c".  Run by stat_faults.sh and stat_sqd.sh.
  *
- *   stat_faults faults DIR NMSG   both send NMSG 4 KiB SENDs to each other (16 in flight),
+ *   stat_faults faults DIR NMSG [nosqd]
+ *                                 both send NMSG 4 KiB SENDs to each other (16 in flight),
  *                                 the parent also NMSG/4 4 KiB RDMA READs.  Then the SQD
- *                                 cycle below (one SEND posted in SQD), so the counters are
- *                                 published while the processes are alive, and steps the
+ *                                 cycle below (one SEND posted in SQD), which publishes the
+ *                                 counters while the processes are alive (nosqd: no cycle;
+ *                                 the engine's periodic publish must do it), and steps the
  *                                 test script drives through DIR:
  *                                   DIR/ready.ROLE      "PID QPN" once traffic is over
  *                                   DIR/go1.ROLE        (FIFO) the script says: destroy the QP
@@ -362,15 +364,17 @@ static void teardown(struct node *n, bool qp_gone)
 	free(n->buf);
 }
 
-static void run_faults(struct node *n, bool parent, const char *dir, unsigned nmsg)
+static void run_faults(struct node *n, bool parent, const char *dir, unsigned nmsg, bool sqd)
 {
 	const char *role = parent ? "p" : "c";
 	char line[64];
 
 	traffic(n, nmsg, parent ? nmsg / 4 : 0);
 	barrier(n);
-	sqd_cycle(n);
-	barrier(n);
+	if (sqd) {
+		sqd_cycle(n);
+		barrier(n);
+	}
 	snprintf(line, sizeof(line), "%d %u\n", (int)getpid(), n->qp->qp_num);
 	put_file(dir, "ready", role, line);
 	wait_fifo(dir, "go1", role);
@@ -439,7 +443,7 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	if (!faults && !sqd) {
-		fprintf(stderr, "usage: stat_faults faults DIR NMSG | stat_faults sqd\n");
+		fprintf(stderr, "usage: stat_faults faults DIR NMSG [nosqd] | stat_faults sqd\n");
 		return 2;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
@@ -453,7 +457,8 @@ int main(int argc, char **argv)
 	setup(&n);
 	connect_qp(&n);
 	if (faults) {
-		run_faults(&n, child != 0, argv[2], (unsigned)atoi(argv[3]));
+		run_faults(&n, child != 0, argv[2], (unsigned)atoi(argv[3]),
+			   !(argc >= 5 && !strcmp(argv[4], "nosqd")));
 	} else {
 		run_sqd(&n, child != 0);
 		teardown(&n, false);

@@ -1,5 +1,7 @@
 #!/bin/sh
-# stat_faults.sh UROCE STAT_FAULTS [NMSG] — issue #4: `uroce stat` shows the RC recovery.
+# stat_faults.sh UROCE STAT_FAULTS [NMSG [nosqd]] — issue #4: `uroce stat` shows the RC
+# recovery.  nosqd: the processes make no state change after the traffic, so what `uroce
+# stat` shows while they are alive comes from the engine's periodic publish.
 # Two processes (stat_faults.c) exchange RC traffic under fault injection; run by nsrun.sh
 # (a uroced of its own).  Checked:
 #   while they are alive: `uroce stat show qp` lists both QPs (shape of `rdma statistic qp
@@ -15,6 +17,7 @@ set -u
 UROCE=$1
 PROG=$2
 NMSG=${3:-3000}
+MODE=${4:-}
 . "$(dirname "$0")/../daemon/lib.sh"
 tmp=$(mktemp -d)
 prog=
@@ -26,7 +29,7 @@ trap cleanup EXIT
 for r in p c; do mkfifo "$tmp/go1.$r" "$tmp/go2.$r" || exit 1; done
 
 UROCE_FAULT="drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=4" UROCE_RC_STATS=1 \
-	"$UROCE" run "$PROG" faults "$tmp" "$NMSG" >"$tmp/out" 2>"$tmp/err" &
+	"$UROCE" run "$PROG" faults "$tmp" "$NMSG" $MODE >"$tmp/out" 2>"$tmp/err" &
 prog=$!
 # Ready, or the run is over (failed: its message is in err).
 wait_for 240 sh -c "(test -s '$tmp/ready.p' && test -s '$tmp/ready.c') || ! kill -0 $prog"
@@ -59,7 +62,10 @@ nonzero_sum() {  # WHAT A B
 	[ $(($2 + $3)) -gt 0 ] || fail "$1: zero over both processes"
 }
 
-# ---- alive, traffic over: per-QP lines
+# ---- alive, traffic over: per-QP lines (published at the SQD cycle's state changes, or
+# periodically: then within two periods of the last change; bounded wait)
+wait_for 20 sh -c "test \$('$UROCE' stat show qp | grep -c ' retransmissions [1-9]') -ge 1" ||
+	fail "no retransmissions published while alive"
 "$UROCE" stat show qp >"$tmp/qp1"
 "$UROCE" stat show >"$tmp/show1"
 expect_eq "QP lines while alive" "$(wc -l <"$tmp/qp1")" 2
