@@ -51,11 +51,25 @@ struct uroce_engine {
 	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
 };
 
+#define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
+#define ENG_TAIL_OFF 128                 /* in a slot of a piecewise packet: pad + ICRC slot */
+
 struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	struct uroce_engine *eng;
 	struct uroce_netio_tx *tx;
 	struct uroce_netaddr dst;
 	uint8_t sgid[16];                /* UD: the source GID tx was opened for (per AH) */
+	/* Send batching (cork/uncork): the packets built while the engine runs a QP's
+	 * requester, input or timers are collected and leave in one uroce_netio_send, so that
+	 * netio sends runs of equal-size packets in one sendmsg with UDP_SEGMENT (GSO) instead
+	 * of one sendmsg per packet.  A packet given whole (xmit) is copied into its slot; one
+	 * given in pieces (xmitv) keeps only its headers and tail there and points at the
+	 * payload in registered memory, which stays valid until uncork: uncork runs before
+	 * the QP's lock is released.  Used under the QP's lock only. */
+	bool corked;
+	unsigned nbatch;
+	uint8_t *slots;                  /* ENG_BATCH * UROCE_RC_MAX_PKT, allocated on first cork */
+	struct uroce_txpkt pk[ENG_BATCH];
 };
 
 static void doorbell(struct uroce_engine *eng)
@@ -65,6 +79,45 @@ static void doorbell(struct uroce_engine *eng)
 	if (write(eng->efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: the counter is already non-zero, the thread will wake. */
 	}
+}
+
+static void eng_flush(struct engine_qp *eq)
+{
+	/* A short count or an error is a loss like any other: the requester's retransmission
+	 * covers it, and netio counts it (tx_short / tx_errors). */
+	if (eq->nbatch)
+		uroce_netio_send(eq->tx, &eq->dst, eq->pk, eq->nbatch);
+	eq->nbatch = 0;
+}
+
+static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len);
+
+/* Collect @qp's outgoing packets until uncork() (QPs bound to eng_xmit: RC and UC; NULL:
+ * not batched, packets leave one by one).  Caller holds the QP's lock. */
+static struct engine_qp *cork(struct uroce_qp *qp)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+	struct engine_qp *eq;
+
+	if (!rc || rc->io.xmit != eng_xmit || !rc->io.arg)
+		return NULL;
+	eq = rc->io.arg;
+	if (eq->corked || !eq->tx)
+		return NULL;             /* already collecting: the outer uncork sends */
+	if (!eq->slots)
+		eq->slots = malloc((size_t)ENG_BATCH * UROCE_RC_MAX_PKT);
+	if (!eq->slots)
+		return NULL;
+	eq->corked = true;
+	return eq;
+}
+
+static void uncork(struct engine_qp *eq)
+{
+	if (!eq)
+		return;
+	eng_flush(eq);
+	eq->corked = false;
 }
 
 static int rx_one(void *arg, struct uroce_rxpkt *p)
@@ -110,11 +163,17 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	pthread_mutex_lock(&found->lock);
 	/* QP-type dispatch: RC here; UC and UD engines (issue #5) plug in the same way. */
 	switch (found->qpx.qp_base.qp_type) {
-	case IBV_QPT_RC:
+	case IBV_QPT_RC: {
+		/* ACKs, READ responses, and the requests an ACK lets go leave together. */
+		struct engine_qp *eq;
+
 		pthread_mutex_lock(&found->sq.lock);
+		eq = cork(found);
 		uroce_rc_input(found, &p->pkt);
+		uncork(eq);
 		pthread_mutex_unlock(&found->sq.lock);
 		break;
+	}
 	case IBV_QPT_UD:
 		uroce_ud_input(found, p);
 		break;
@@ -151,8 +210,12 @@ static void run_timers(struct uroce_engine *eng)
 		pthread_mutex_lock(&qp->lock);
 		d = uroce_rc_next_deadline(qp);
 		if (d && d <= now) {
+			struct engine_qp *eq;
+
 			pthread_mutex_lock(&qp->sq.lock);
+			eq = cork(qp);   /* a go-back resends a window at once */
 			d = uroce_rc_timers_run(qp, now);
+			uncork(eq);
 			pthread_mutex_unlock(&qp->sq.lock);
 		}
 		uroce_rc_unlock_qp(qp);
@@ -272,6 +335,51 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 	struct uroce_txpkt t = { .iov = { { pkt, len } }, .iovcnt = 1, .len = len };
 
 	(void)qp;
+	if (eq->corked && len <= UROCE_RC_MAX_PKT) {
+		uint8_t *slot;
+
+		if (eq->nbatch == ENG_BATCH)
+			eng_flush(eq);
+		slot = eq->slots + (size_t)eq->nbatch * UROCE_RC_MAX_PKT;
+		memcpy(slot, pkt, len);
+		eq->pk[eq->nbatch++] = (struct uroce_txpkt){ .iov = { { slot, len } }, .iovcnt = 1,
+							     .len = len };
+		return 1;
+	}
+	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
+}
+
+static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t hlen,
+		     const struct iovec *data, unsigned ndata, const uint8_t *tail, size_t tlen)
+{
+	struct engine_qp *eq = arg;
+	struct uroce_txpkt t = { .iovcnt = 0 };
+	uint8_t buf[ENG_TAIL_OFF + 8], *slot = buf;
+	bool batch = eq->corked;
+
+	(void)qp;
+	if (ndata > 2 || hlen > ENG_TAIL_OFF || tlen > 8)
+		return -EINVAL;
+	if (batch) {
+		if (eq->nbatch == ENG_BATCH)
+			eng_flush(eq);
+		slot = eq->slots + (size_t)eq->nbatch * UROCE_RC_MAX_PKT;
+	}
+	/* Headers and tail into the slot (netio writes the ICRC into the tail); the payload
+	 * is read from where it is, by the ICRC and by the kernel's copy. */
+	memcpy(slot, hdr, hlen);
+	memcpy(slot + ENG_TAIL_OFF, tail, tlen);
+	t.iov[t.iovcnt++] = (struct iovec){ slot, hlen };
+	t.len = hlen + tlen;
+	for (unsigned i = 0; i < ndata; i++) {
+		t.iov[t.iovcnt++] = data[i];
+		t.len += data[i].iov_len;
+	}
+	t.iov[t.iovcnt++] = (struct iovec){ slot + ENG_TAIL_OFF, tlen };
+	if (batch) {
+		eq->pk[eq->nbatch++] = t;
+		return 1;
+	}
 	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
 }
 
@@ -290,6 +398,7 @@ static void eng_release(void *arg)
 
 	if (eq->tx)
 		uroce_netio_tx_close(eq->tx);
+	free(eq->slots);
 	free(eq);
 }
 
@@ -405,6 +514,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 		return ret;
 	}
 	io.xmit = eng_xmit;
+	io.xmitv = eng_xmitv;
 	io.timer = eng_timer;
 	io.release = eng_release;
 	io.arg = eq;
@@ -467,12 +577,21 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		return true;
 	}
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UC) {
+		struct engine_qp *eq = cork(qp);
+
 		uroce_uc_requester(qp);
+		uncork(eq);
 		return true;
 	}
-	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC)
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC) {
 		return false;
-	uroce_rc_requester(qp, true);
+	} else {
+		/* A message of several packets (or several WQEs) leaves in few sendmsg: GSO. */
+		struct engine_qp *eq = cork(qp);
+
+		uroce_rc_requester(qp, true);
+		uncork(eq);
+	}
 	return true;
 }
 

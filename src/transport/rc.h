@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "verbs/verbs.h"
 #include "wire/wire.h"
@@ -141,6 +142,14 @@ struct uroce_rc_res {
  * not yet filled) to io.xmit.  engine.c binds it to netio; unit tests to a mock wire. */
 struct uroce_rc_io {
 	int (*xmit)(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len);
+	/* Optional (NULL: everything goes through xmit): the same, with the payload left where
+	 * it is — @hdr (@hlen bytes of headers), @ndata (1 or 2) pieces of payload in registered
+	 * memory, @tail (@tlen bytes: pad and the ICRC slot).  hdr and tail are copied before
+	 * it returns; the payload is read no later than the end of the engine call that handed
+	 * it over (engine.c sends its batch before it releases the QP's lock), so the data is
+	 * copied once, by the kernel.  Returns like xmit. */
+	int (*xmitv)(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t hlen,
+		     const struct iovec *data, unsigned ndata, const uint8_t *tail, size_t tlen);
 	void (*timer)(void *arg, uint64_t deadline);   /* a timer was armed (may be NULL) */
 	void (*release)(void *arg);                     /* at detach (may be NULL) */
 	void *arg;
@@ -252,6 +261,13 @@ void uroce_rc_timer_retrans_arm(struct uroce_rc *rc);
 void uroce_rc_timer_retrans_stop(struct uroce_rc *rc);
 void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code);
 int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len);
+/* rc_req.c: send the packet built in rc->scratch by uroce_rc_build(rc, p, @n, &pl) without
+ * copying its @n payload bytes into it: they are @data (@ndata pieces, at most
+ * UROCE_RC_XMITV_MAX).  Counts like uroce_rc_xmit.  -EOPNOTSUPP (nothing sent, nothing
+ * counted) when the sink has no xmitv: the caller copies the payload and uses uroce_rc_xmit. */
+#define UROCE_RC_XMITV_MAX 2
+int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const struct iovec *data,
+			 unsigned ndata);
 /* Build a packet from @p's headers plus @payload_len bytes gathered by the caller at
  * the returned payload pointer; returns the packet length, the payload pointer via @pl. */
 size_t uroce_rc_build(struct uroce_rc *rc, struct uroce_pkt *p, uint32_t payload_len, uint8_t **pl);

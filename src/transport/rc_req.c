@@ -14,6 +14,7 @@
  * duplicates by PSN alone (IBA 9.7.5.1.3).
  */
 #include <endian.h>
+#include <errno.h>
 #include <string.h>
 
 #include "transport/rc.h"
@@ -119,12 +120,73 @@ static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
 	}
 }
 
+/* [off, off + len) of an SGE list as pointers into registered memory, for a send without
+ * a copy into the packet buffer: the number of pieces, 0 when more than @max are needed
+ * (the caller copies), or -1 with *err set (the checks of uroce_rc_sge_copy: LOC_LEN past
+ * the list, LOC_PROT for a bad L_Key or range, IBA 10.6.3.1). */
+static int sge_pieces(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		      uint32_t len, struct iovec *iov, unsigned max, enum uroce_rc_err *err)
+{
+	uint32_t i = 0;
+	unsigned cnt = 0;
+
+	while (i < nsge && off >= sge[i].length) {
+		off -= sge[i].length;
+		i++;
+	}
+	while (len) {
+		uint32_t n;
+		uint8_t *p;
+
+		if (i >= nsge) {
+			*err = UROCE_RC_ERR_LOC_LEN;
+			return -1;
+		}
+		if (cnt == max)
+			return 0;
+		n = sge[i].length - off;
+		if (n > len)
+			n = len;
+		p = uroce_rc_local_ptr(qp, &sge[i], off, n, 0);
+		if (!p) {
+			*err = UROCE_RC_ERR_LOC_PROT;
+			return -1;
+		}
+		iov[cnt].iov_base = p;
+		iov[cnt++].iov_len = n;
+		len -= n;
+		off = 0;
+		i++;
+	}
+	return (int)cnt;
+}
+
+int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const struct iovec *data,
+			 unsigned ndata)
+{
+	size_t tlen = uroce_pad_for(n) + UROCE_ICRC_LEN, hlen = len - n - tlen;
+	int ret;
+
+	if (!rc->io.xmitv)
+		return -EOPNOTSUPP;
+	/* uroce_rc_build left the headers at the start of scratch and the pad and ICRC slot
+	 * right after the payload's place. */
+	ret = rc->io.xmitv(rc->io.arg, rc->qp, rc->scratch, hlen, data, ndata,
+			   rc->scratch + hlen + n, tlen);
+	rc->st.tx_packets++;
+	if (ret < 0)
+		rc->st.drops[UROCE_RC_DROP_TX_FAIL]++;
+	return ret;
+}
+
 /* Build and send the next packet of WQE @w.  Returns false when the WQE failed. */
 static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw)
 {
 	struct uroce_qp *qp = rc->qp;
 	struct uroce_pkt p = { 0 };
 	uint32_t off = rc->req_off, n = 0, psn;
+	struct iovec data[UROCE_RC_XMITV_MAX];
+	int ndata = 0;
 	uint8_t *pl;
 	size_t len;
 	bool last;
@@ -219,9 +281,16 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		if (w->send_flags & IBV_SEND_INLINE) {
 			memcpy(pl, uroce_rc_wqe_inline(qp, w) + off, n);
 		} else {
-			enum uroce_rc_err e = uroce_rc_sge_copy(qp, w->sge, w->num_sge, off, pl, n, false);
+			enum uroce_rc_err e = UROCE_RC_ERR_NONE;
 
-			if (e != UROCE_RC_ERR_NONE) {
+			/* The payload straight from the application's memory when the sink
+			 * takes pieces (one copy, into the kernel); else into the packet. */
+			if (rc->io.xmitv)
+				ndata = sge_pieces(qp, w->sge, w->num_sge, off, n, data,
+						   UROCE_RC_XMITV_MAX, &e);
+			if (ndata == 0)
+				e = uroce_rc_sge_copy(qp, w->sge, w->num_sge, off, pl, n, false);
+			if (ndata < 0 || e != UROCE_RC_ERR_NONE) {
 				local_error(rc, idx, e);
 				return false;
 			}
@@ -230,7 +299,10 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 	if (psn_before(psn, rc->high_psn))
 		rc->st.retransmissions++;
 	rc->st.tx_bytes += n;
-	uroce_rc_xmit(rc, rc->scratch, len);
+	if (ndata > 0)
+		uroce_rc_xmit_pieces(rc, len, n, data, (unsigned)ndata);
+	else
+		uroce_rc_xmit(rc, rc->scratch, len);
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		rc->req_psn = psn_add(sw->last_psn, 1);
 		rc->req_off = off + p.reth.len;

@@ -16,6 +16,8 @@
  *                   the table's status, the QP enters Error (IBA 9.9.3.1.x)
  */
 #include <endian.h>
+#include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "transport/rc.h"
@@ -139,10 +141,18 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 		plen = uroce_rc_build(rc, &p, n, &pl);
 		if (!plen)
 			return;
-		if (n)
-			memcpy(pl, src + off, n);
 		rc->st.tx_bytes += n;
-		uroce_rc_xmit(rc, rc->scratch, plen);
+		if (n) {
+			/* The payload from the MR itself when the sink takes pieces. */
+			struct iovec d = { (void *)(uintptr_t)(src + off), n };
+
+			if (uroce_rc_xmit_pieces(rc, plen, n, &d, 1) == -EOPNOTSUPP) {
+				memcpy(pl, src + off, n);
+				uroce_rc_xmit(rc, rc->scratch, plen);
+			}
+		} else {
+			uroce_rc_xmit(rc, rc->scratch, plen);
+		}
 		off += n;
 		psn = psn_add(psn, 1);
 	} while (off < len);
