@@ -623,26 +623,7 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 /* Send a reply, with a descriptor as SCM_RIGHTS if fd >= 0. */
 static ssize_t send_reply(int sock, const struct uroce_ipc_resp *resp, int fd)
 {
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { .iov_base = (void *)resp, .iov_len = sizeof(*resp) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return uroce_ipc_send_rec(sock, resp, sizeof(*resp), fd, MSG_DONTWAIT);
 }
 
 void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t events)
@@ -650,19 +631,12 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 	/* Bounded work per readiness event: a client flooding requests cannot starve
 	 * the others (the loop comes back to it). */
 	for (int budget = 0; budget < 16; budget++) {
-		union {
-			struct cmsghdr align;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} ctl;
 		struct uroce_ipc_req req;
 		struct uroce_ipc_resp resp;
-		struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
-		struct msghdr mh = {
-			.msg_iov = &iov, .msg_iovlen = 1,
-			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
-		};
-		ssize_t n = recvmsg(c->fd, &mh, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		int fd = -1, in_fd = -1;
+		int fd = -1, in_fd;
+		/* At most one descriptor is kept (in_fd); any other is closed. */
+		ssize_t n = uroce_ipc_recv_rec(c->fd, &req, sizeof(req), &in_fd,
+					       MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -675,12 +649,6 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			drop_client(d, c);
 			return;
 		}
-		/* At most one descriptor (the buffer holds one; more are truncated
-		 * and closed by the kernel with MSG_CTRUNC). */
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-			    cm->cmsg_len >= CMSG_LEN(sizeof(int)) && in_fd < 0)
-				memcpy(&in_fd, CMSG_DATA(cm), sizeof(int));
 		c->requests++;
 		memset(&resp, 0, sizeof(resp));
 		resp.magic = UROCE_IPC_MAGIC;

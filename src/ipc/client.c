@@ -291,29 +291,6 @@ static int fail_dead(struct uroce_ipc *ipc)
 	return -ECONNRESET;
 }
 
-/* Close every descriptor an SCM_RIGHTS message brought; keep the first in *keep
- * if keep is not NULL (and *keep is still -1). */
-static void take_fds(struct msghdr *mh, int *keep)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		size_t n;
-		int fds[4];
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		if (n > 4)
-			n = 4;
-		memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
-		for (size_t i = 0; i < n; i++) {
-			if (keep && *keep < 0)
-				*keep = fds[i];
-			else
-				close(fds[i]);
-		}
-	}
-}
-
 /* Send req and wait for its reply; caller holds ipc->lock.  A descriptor passed
  * with the reply goes to *fd if fd is not NULL, else it is closed. */
 static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
@@ -331,48 +308,16 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 	req->magic = UROCE_IPC_MAGIC;
 	req->version = UROCE_IPC_VERSION;
 	req->seq = ++ipc->seq;
-	{
-		union {
-			struct cmsghdr align;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} ctl;
-		struct iovec iov = { .iov_base = req, .iov_len = sizeof(*req) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-		if (send_fd >= 0) {
-			struct cmsghdr *cm;
-
-			memset(&ctl, 0, sizeof(ctl));
-			mh.msg_control = ctl.buf;
-			mh.msg_controllen = sizeof(ctl.buf);
-			cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
-		}
-		do
-			n = sendmsg(ipc->fd, &mh, MSG_NOSIGNAL);
-		while (n < 0 && errno == EINTR);
-	}
+	n = uroce_ipc_send_rec(ipc->fd, req, sizeof(*req), send_fd, 0);
 	if (n < 0) {
 		if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
 			return fail_dead(ipc);
 		return -errno;
 	}
 	for (;;) {
-		union {
-			struct cmsghdr align;
-			char buf[CMSG_SPACE(4 * sizeof(int))];
-		} ctl;
-		struct iovec iov = { .iov_base = resp, .iov_len = sizeof(*resp) };
-		struct msghdr mh = {
-			.msg_iov = &iov, .msg_iovlen = 1,
-			.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
-		};
 		struct pollfd p = { .fd = ipc->fd, .events = POLLIN };
 		int64_t left = deadline - now_ms();
-		int r;
+		int r, got;
 
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -383,32 +328,35 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 			return -errno;
 		if (r == 0)
 			return -ETIMEDOUT;
-		n = recvmsg(ipc->fd, &mh, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		n = uroce_ipc_recv_rec(ipc->fd, resp, sizeof(*resp), &got,
+				       MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n < 0)
 			return errno == ECONNRESET ? fail_dead(ipc) : -errno;
+		/* Only the reply we wait for may bring a descriptor, and only on success. */
+		if (n == 0 || (size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC ||
+		    resp->version != UROCE_IPC_VERSION || resp->seq != req->seq ||
+		    resp->op != req->op || resp->status || !fd) {
+			if (got >= 0)
+				close(got);
+			got = -1;
+		}
 		if (n == 0)
 			return fail_dead(ipc);
-		if ((size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC) {
-			take_fds(&mh, NULL);
+		if ((size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC)
 			return -EPROTO;
-		}
-		if (resp->version != UROCE_IPC_VERSION) {
-			take_fds(&mh, NULL);
+		if (resp->version != UROCE_IPC_VERSION)
 			return -EPROTONOSUPPORT;
-		}
 		if (resp->op == UROCE_OP_EVENT && resp->seq == 0) {
-			take_fds(&mh, NULL);
 			queue_event(ipc, resp);
 			continue;
 		}
-		if (resp->seq != req->seq || resp->op != req->op) {
-			take_fds(&mh, NULL);
+		if (resp->seq != req->seq || resp->op != req->op)
 			continue;  /* late reply to an earlier, timed-out request */
-		}
 		ipc->ev_lost += resp->ev_lost;
-		take_fds(&mh, resp->status ? NULL : fd);
+		if (fd)
+			*fd = got;
 		return resp->status;
 	}
 }

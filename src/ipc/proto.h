@@ -34,6 +34,7 @@
 #define UROCE_IPC_PROTO_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ipc/ipc.h"
 
@@ -151,6 +152,17 @@ static inline uint64_t uroce_cnt_slot_off(uint32_t n_ctx, uint32_t n_qp, uint32_
 	return uroce_cnt_ctx_off(n_ctx, n_qp) + 8ull * n_ctx +
 	       (uint64_t)slot * (sizeof(struct uroce_cnt_slot) + 8ull * n_qp);
 }
+
+/* msg.c: one record (a request or a reply) over the connection, both sides.
+ * send: @len bytes of @rec, with @fd as SCM_RIGHTS if fd >= 0 (the kernel duplicates it;
+ * the caller keeps its own); MSG_NOSIGNAL is added to @flags; EINTR is retried unless
+ * MSG_DONTWAIT.  Returns sendmsg's result (-1 and errno on failure).
+ * recv: one record into @rec (@len bytes; with MSG_TRUNC in @flags a longer record
+ * reports its real length).  The first descriptor that came with it goes to *fd (else
+ * -1; fd may be NULL), every other one is closed, so none leaks whatever the peer sent.
+ * Returns recvmsg's result. */
+ssize_t uroce_ipc_send_rec(int sock, const void *rec, size_t len, int fd, int flags);
+ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags);
 
 /* Fill sa (a struct sockaddr_un) with the daemon's abstract address; returns the
  * address length to pass to bind()/connect().  Reads $UROCE_IPC_NAME. */
