@@ -8,8 +8,10 @@
  * one line per registered context with its data-path counters: the context's block
  * (netio: packets, bytes, ICRC and misrouted drops, fault injection) followed by the
  * transport's totals over every QP the context has had, destroyed ones included
- * (retransmissions, NAKs by kind, RNR, duplicates, drops by reason).  `show qp`: one
- * line per QP with its data-path counters.  Data-path counters live in shared
+ * (retransmissions, NAKs by kind, RNR, duplicates, drops by reason), and per device a
+ * `total` line: those counters summed over its contexts, live and gone (the daemon
+ * keeps what exited processes counted).  `show qp`: one line per QP with its data-path
+ * counters.  Data-path counters live in shared
  * memory the contexts register with the daemon (docs/daemon.md); the names and
  * values are the context's own.
  */
@@ -64,9 +66,46 @@ static void print_values(const struct uroce_cnt_record *r)
 		printf(" %s %llu", r->c[j].name, (unsigned long long)r->c[j].value);
 }
 
+/* A device's data-path totals: every context record (pid 0: departed clients) summed
+ * by block and name, in the order the names first appear (block 0's first). */
+static void print_totals(const struct uroce_cnt_record *r, unsigned n, const char *dev)
+{
+	struct { uint32_t block; const char *name; uint64_t v; } *t;
+	unsigned nt = 0, any = 0;
+
+	t = calloc((size_t)n * UROCE_CNT_MAX + 1, sizeof(*t));
+	if (!t)
+		return;
+	for (uint32_t b = 0; b < 2; b++) {
+		for (unsigned i = 0; i < n; i++) {
+			if (r[i].qpn || strcmp(r[i].dev, dev) || (b == 0) != (r[i].block == 0))
+				continue;
+			any = 1;
+			for (unsigned j = 0; j < r[i].n && j < UROCE_CNT_MAX; j++) {
+				unsigned k;
+
+				for (k = 0; k < nt; k++)
+					if (t[k].block == r[i].block && !strcmp(t[k].name, r[i].c[j].name))
+						break;
+				if (k == nt)
+					t[nt++] = (typeof(*t)){ r[i].block, r[i].c[j].name, 0 };
+				t[k].v += r[i].c[j].value;
+			}
+		}
+	}
+	if (any) {
+		printf("link %s/1 total", dev);
+		for (unsigned k = 0; k < nt; k++)
+			printf(" %s %llu", t[k].name, (unsigned long long)t[k].v);
+		printf("\n");
+	}
+	free(t);
+}
+
 /* Data-path counters: the contexts' records (qp = 0) or the QPs' (qp = 1).  A
  * connection's blocks of one device come one after the other (ipc.h), so the
- * context records of one context are adjacent and share one line. */
+ * context records of one context are adjacent and share one line.  Context lines
+ * are followed by each device's totals line. */
 static int print_counters(struct uroce_ipc *ipc, const struct stat_filter *f, int qp)
 {
 	struct uroce_cnt_record *r;
@@ -77,7 +116,7 @@ static int print_counters(struct uroce_ipc *ipc, const struct stat_filter *f, in
 	if (err)
 		return err;
 	for (unsigned i = 0; i < n; i++) {
-		if ((f->dev[0] && strcmp(f->dev, r[i].dev)) || !!r[i].qpn != qp)
+		if ((f->dev[0] && strcmp(f->dev, r[i].dev)) || !!r[i].qpn != qp || !r[i].pid)
 			continue;
 		if (qp && ((f->qpn >= 0 && r[i].qpn != f->qpn) || (f->pid >= 0 && r[i].pid != f->pid)))
 			continue;
@@ -98,6 +137,18 @@ static int print_counters(struct uroce_ipc *ipc, const struct stat_filter *f, in
 	}
 	if (line)
 		printf("\n");
+	/* Totals per device, in the order devices first appear. */
+	for (unsigned i = 0; !qp && i < n; i++) {
+		unsigned k;
+
+		if (r[i].qpn || (f->dev[0] && strcmp(f->dev, r[i].dev)))
+			continue;
+		for (k = 0; k < i; k++)
+			if (!r[k].qpn && !strcmp(r[k].dev, r[i].dev))
+				break;
+		if (k == i)
+			print_totals(r, n, r[i].dev);
+	}
 	free(r);
 	return 0;
 }

@@ -61,6 +61,74 @@ out:
 	return err;
 }
 
+/* ---- counters of clients that went away --------------------------------------
+ *
+ * When a client's connection closes, the context part of each of its blocks is added,
+ * name by name, to its device's retired totals, so `uroce stat show`'s per-device totals
+ * keep what exited processes counted.  Kept per device id (never reused while the daemon
+ * runs); the entry of a deleted device is recycled.
+ */
+struct retired {
+	uint32_t dev_id;                 /* 0: unused (device ids start at 1) */
+	uint32_t n[UROCE_CNT_BLOCKS];
+	char name[UROCE_CNT_BLOCKS][UROCE_CNT_MAX][UROCE_CNT_NAME_MAX];
+	uint64_t v[UROCE_CNT_BLOCKS][UROCE_CNT_MAX];
+};
+
+static struct retired *retired_tab[UROCE_MAX_DEVICES];
+
+#define SLOT_RETIRED (UINT32_MAX - 1)   /* uroce_cnt_pos.slot of a device's retired totals */
+
+static struct retired *retired_get(struct uroced *d, uint32_t dev_id, int create)
+{
+	struct retired **free_slot = NULL;
+
+	for (unsigned i = 0; i < UROCE_MAX_DEVICES; i++) {
+		struct retired *r = retired_tab[i];
+
+		if (r && r->dev_id == dev_id)
+			return r;
+		if (!free_slot && (!r || !uroce_dev_find_id(&d->devs, r->dev_id)))
+			free_slot = &retired_tab[i];
+	}
+	if (!create || !free_slot)
+		return NULL;
+	if (!*free_slot && !(*free_slot = malloc(sizeof(**free_slot))))
+		return NULL;  /* the totals lose this client; nothing else depends on them */
+	memset(*free_slot, 0, sizeof(**free_slot));
+	(*free_slot)->dev_id = dev_id;
+	return *free_slot;
+}
+
+void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
+		       const struct uroce_cnt_map *m)
+{
+	const uint8_t *names;
+	const uint64_t *vals;
+	struct retired *r;
+
+	if (!m->map || block >= UROCE_CNT_BLOCKS || !(r = retired_get(d, dev_id, 1)))
+		return;
+	names = m->map + sizeof(struct uroce_cnt_hdr);
+	vals = (const uint64_t *)(m->map + uroce_cnt_ctx_off(m->n_ctx, m->n_qp));
+	for (uint32_t i = 0; i < m->n_ctx; i++) {
+		char name[UROCE_CNT_NAME_MAX];
+		uint32_t j;
+
+		memcpy(name, names + (size_t)i * UROCE_CNT_NAME_MAX, sizeof(name) - 1);
+		name[sizeof(name) - 1] = 0;
+		for (j = 0; j < r->n[block] && strcmp(r->name[block][j], name); j++)
+			;
+		if (j == r->n[block]) {
+			if (j == UROCE_CNT_MAX)
+				continue;  /* more names than a record holds: not totalled */
+			memcpy(r->name[block][j], name, sizeof(name));
+			r->n[block]++;
+		}
+		r->v[block][j] += __atomic_load_n(&vals[i], __ATOMIC_RELAXED);
+	}
+}
+
 static struct uroce_client *by_serial(struct uroced *d, uint64_t serial)
 {
 	for (size_t i = 0; i < d->nclients; i++)
@@ -117,6 +185,19 @@ static int snapshot(struct uroced *d, struct uroce_client *asker)
 				}
 			}
 		}
+		for (unsigned i = 0; i < UROCE_MAX_DEVICES; i++) {
+			const struct retired *r = retired_tab[i];
+
+			if (!r || !r->dev_id || !uroce_dev_find_id(&d->devs, r->dev_id))
+				continue;
+			for (uint32_t b = 0; b < UROCE_CNT_BLOCKS; b++) {
+				if (!r->n[b])
+					continue;
+				if (pass == 1 && n < cap)
+					pos[n] = (struct uroce_cnt_pos){ 0, r->dev_id, b, SLOT_RETIRED };
+				n++;
+			}
+		}
 		if (pass == 0) {
 			cap = n;
 			n = 0;
@@ -162,6 +243,21 @@ int uroced_cnt_get(struct uroced *d, struct uroce_client *asker, uint32_t index,
 	if (index >= asker->cnt_walk_n)
 		return -ENOENT;
 	p = &asker->cnt_walk[index];
+	if (p->slot == SLOT_RETIRED) {
+		const struct retired *rt = retired_get(d, p->dev_id, 0);
+
+		dev = uroce_dev_find_id(&d->devs, p->dev_id);
+		if (!rt || !dev)
+			return -ESTALE;
+		memcpy(r->dev, dev->info.name, sizeof(r->dev));
+		r->block = p->block;
+		r->n = rt->n[p->block];
+		for (uint32_t i = 0; i < r->n; i++) {
+			memcpy(r->c[i].name, rt->name[p->block][i], UROCE_CNT_NAME_MAX);
+			r->c[i].value = rt->v[p->block][i];
+		}
+		return 0;  /* pid 0, qpn 0: the totals of the device's departed clients */
+	}
 	c = by_serial(d, p->serial);
 	cd = c ? cdev(c, p->dev_id) : NULL;
 	dev = uroce_dev_find_id(&d->devs, p->dev_id);

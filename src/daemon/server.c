@@ -158,8 +158,11 @@ static void client_dev_release(struct uroced *d, struct uroce_client *c, struct 
 			uroced_rx_release(d, dev, cd->rx_index);  /* also updates steering */
 	}
 	c->qpns -= cd->qpns;
-	for (unsigned b = 0; b < UROCE_CNT_BLOCKS; b++)
+	for (unsigned b = 0; b < UROCE_CNT_BLOCKS; b++) {
+		if (dev)
+			uroced_cnt_retire(d, cd->dev_id, b, &cd->cnt[b]);
 		uroced_cnt_unmap(&cd->cnt[b]);
+	}
 	free(cd->blocks);
 	*cd = c->devs[--c->ndevs];
 }

@@ -217,6 +217,11 @@ int64_t uroced_now_ms(void);
  * success); fd is consumed.  0, -EINVAL (not sealed, bad header or size), -errno. */
 int uroced_cnt_register(struct uroce_cnt_map *m, int fd);
 void uroced_cnt_unmap(struct uroce_cnt_map *m);
+/* A client's block is going away (its connection closed): add its context part to
+ * the device's totals of departed clients, name by name.  Never fails (a device whose
+ * totals cannot be allocated just lacks them). */
+void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
+		       const struct uroce_cnt_map *m);
 /* Listing: at index 0 snapshot the positions into c->cnt_walk; then fill record
  * index.  -ENOENT past the end (resp->count says how many). */
 int uroced_cnt_get(struct uroced *d, struct uroce_client *c, uint32_t index,

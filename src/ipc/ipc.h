@@ -259,7 +259,9 @@ struct uroce_cnt_record {
 	} c[UROCE_CNT_MAX];
 };
 /* All registered blocks: per block its context record, then a record per used QP
- * slot; a connection's blocks of one device are adjacent, block 0 first.  A
+ * slot; a connection's blocks of one device are adjacent, block 0 first.  Then, per
+ * device and block, a record with pid 0 and qpn 0: the context counters of the
+ * clients that have gone (summed by name when their connection closed).  A
  * malloc'ed array the caller frees. */
 int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n);
 

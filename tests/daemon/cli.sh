@@ -48,6 +48,7 @@ expect_eq "stat alloc" "$($UROCE stat show link uroce0/1 | field qpn_alloc)" 1
 q=$(cat "$tmp/qpn")
 expect_eq "stat context counters" "$($UROCE stat show | grep " pid $holder ")" \
 	"link uroce0/1 pid $holder tx_packets 11"
+expect_eq "stat device totals" "$($UROCE stat show | grep " total ")" "link uroce0/1 total tx_packets 11"
 expect_eq "stat qp" "$($UROCE stat show qp)" "link uroce0/1 lqpn $q type RC pid $holder sent 3"
 expect_eq "stat qp link" "$($UROCE stat show qp link uroce0/1)" "$($UROCE stat show qp)"
 # Filters as `rdma statistic qp show`: lqpn, pid, with link, in any order.
@@ -67,6 +68,10 @@ wait_for 10 sh -c "$UROCE daemon status | grep -q '^total devices 1 clients 1 qp
 	fail "QPN of the killed client not back: $($UROCE daemon status)"
 expect_eq "stat reclaimed" "$($UROCE stat show link uroce0 | field qpn_reclaimed)" 1
 expect_eq "stat qp after kill" "$($UROCE stat show qp)" ""
+# What the killed client counted stays in the device's totals.
+expect_eq "stat totals after kill" "$($UROCE stat show | grep -c " pid ")" 0
+expect_eq "stat totals after kill" "$($UROCE stat show link uroce0 | grep " total ")" \
+	"link uroce0/1 total tx_packets 11"
 $UROCE stat show link nosuch 2>&1 | grep -qx 'Wrong device name' || fail "stat unknown device"
 
 # run: LD_LIBRARY_PATH gets the library directory next to the tool, first.

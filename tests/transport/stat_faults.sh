@@ -12,7 +12,8 @@
 #   after each destroyed its QP (processes still alive): no QP lines, and each context's
 #   totals equal that QP's own counters as printed by UROCE_RC_STATS=1 at destroy, and are
 #   at least the values seen while the QP was alive;
-#   after they exit: their lines are gone.
+#   the device's totals line sums the contexts' lines; after they exit their lines are
+#   gone and the totals keep what they counted.
 set -u
 UROCE=$1
 PROG=$2
@@ -88,6 +89,11 @@ for p in "$pid_p" "$pid_c"; do
 		[ -n "$(v "$tmp/show1" "$p" $k)" ] || fail "context line of $p has no $k"
 	done
 done
+# The device's totals line sums the contexts (none has gone yet).
+for k in retransmissions seq_naks_tx dup_requests rx_bad_icrc tx_packets; do
+	expect_eq "device total $k" "$(grep '^link uroce0/1 total ' "$tmp/show1" | field $k)" \
+		"$(($(v "$tmp/show1" "$pid_p" $k) + $(v "$tmp/show1" "$pid_c" $k)))"
+done
 nonzero_sum "rx_bad_icrc" "$(v "$tmp/show1" "$pid_p" rx_bad_icrc)" "$(v "$tmp/show1" "$pid_c" rx_bad_icrc)"
 nonzero_sum "fault_corrupt" "$(v "$tmp/show1" "$pid_p" fault_corrupt)" "$(v "$tmp/show1" "$pid_c" fault_corrupt)"
 
@@ -125,6 +131,19 @@ expect_eq "stat_faults exit status" "$rc" 0
 [ "$rc" -eq 0 ] || cat "$tmp/err" >&2
 "$UROCE" stat show >"$tmp/show3"
 grep -q " pid $pid_p \| pid $pid_c " "$tmp/show3" && fail "context lines left: $(cat "$tmp/show3")"
+# The daemon keeps what the exited processes counted: the QP totals exactly as they were
+# after the QPs went, the context's own counters at least as they were then.
+total() { grep '^link uroce0/1 total ' "$tmp/show3" | field "$1"; }
+for k in retransmissions seq_naks_tx seq_naks_rx dup_requests dup_responses read_replays; do
+	expect_eq "device total $k after exit" "$(total $k)" \
+		"$(($(v "$tmp/show2" "$pid_p" $k) + $(v "$tmp/show2" "$pid_c" $k)))"
+done
+for k in rx_bad_icrc tx_packets rx_packets; do
+	t=$(total $k)
+	[ -n "$t" ] && [ "$t" -ge $(($(v "$tmp/show2" "$pid_p" $k) + $(v "$tmp/show2" "$pid_c" $k))) ] ||
+		fail "device total $k after exit [$t] below the contexts' last values"
+done
 
 echo "sample (alive):"; cat "$tmp/qp1" "$tmp/show1"
+echo "sample (after exit):"; cat "$tmp/show3"
 finish
