@@ -189,10 +189,14 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 }
 
 /* UROCE_RC_STATS=1: print a QP's counters to stderr when its engine goes away (tests
- * that run foreign programs read them there; `uroce stat` reads them live). */
+ * that run foreign programs read them there; `uroce stat` reads them live).  One write
+ * per line: stderr is unbuffered, and processes sharing it must not interleave lines. */
 static void print_stats(const struct uroce_qp *qp, const struct uroce_rc_stats *s)
 {
-	fprintf(stderr, "uroce rc qp 0x%06x: tx %llu rx %llu retrans %llu timeouts %llu "
+	char line[1536];
+	int n;
+
+	n = snprintf(line, sizeof(line), "uroce rc qp 0x%06x: tx %llu rx %llu retrans %llu timeouts %llu "
 		"seq_naks_rx %llu rnr_naks_rx %llu naks_tx %llu/%llu/%llu/%llu rnr_naks_tx %llu "
 		"dup_req %llu dup_resp %llu atomic_replays %llu read_replays %llu drops",
 		qp->qpx.qp_base.qp_num, (unsigned long long)s->tx_packets,
@@ -203,9 +207,14 @@ static void print_stats(const struct uroce_qp *qp, const struct uroce_rc_stats *
 		(unsigned long long)s->naks_tx[3], (unsigned long long)s->rnr_naks_tx,
 		(unsigned long long)s->dup_requests, (unsigned long long)s->dup_responses,
 		(unsigned long long)s->atomic_replays, (unsigned long long)s->read_replays);
-	for (int i = 0; i < UROCE_RC_DROP_NUM; i++)
-		fprintf(stderr, " %s=%llu", uroce_rc_drop_name(i), (unsigned long long)s->drops[i]);
-	fputc('\n', stderr);
+	for (int i = 0; i < UROCE_RC_DROP_NUM && n > 0 && (size_t)n < sizeof(line); i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%llu", uroce_rc_drop_name(i),
+			      (unsigned long long)s->drops[i]);
+	if (n > 0 && (size_t)n < sizeof(line) - 1) {
+		line[n++] = '\n';
+		line[n] = 0;
+	}
+	fputs(line, stderr);
 }
 
 void uroce_rc_detach(struct uroce_qp *qp)
