@@ -646,7 +646,10 @@ static int sq_commit(struct uroce_qp *qp, uint32_t n)
 		if (!qp->transport)
 			return -EOPNOTSUPP;   /* no data path linked */
 		qp->sq.tail += n;
-		uroce_transport_post(qp);
+		/* IBA 10.3.1: in SQD no new WQE starts (UD and UC would send it at once);
+		 * SQD -> RTS starts them (uroce_rc_modified). */
+		if (qp->attr.qp_state == IBV_QPS_RTS)
+			uroce_transport_post(qp);
 		return 0;
 	default:
 		/* Reset, Init, RTR: the send queue is not operational (IBA 10.3.1). */

@@ -1,4 +1,5 @@
-# Issue #4: the RC recovery in `uroce stat` (stat_faults.sh), and SQD (stat_faults sqd).
+# Issue #4: the RC recovery in `uroce stat` (stat_faults.sh), and SQD (stat_faults sqd,
+# sqd-ud).
 # Included from tests/transport/CMakeLists.txt.
 if(TARGET uroced AND TARGET uroce AND TARGET ibverbs)
   set(stat_nsrun ${CMAKE_SOURCE_DIR}/tests/daemon/nsrun.sh)
@@ -10,7 +11,9 @@ if(TARGET uroced AND TARGET uroce AND TARGET ibverbs)
                    $<TARGET_FILE:uroce> $<TARGET_FILE:stat_faults>)
   add_test(NAME transport_stat_sqd
            COMMAND ${stat_nsrun} $<TARGET_FILE:uroce> run $<TARGET_FILE:stat_faults> sqd)
-  set_tests_properties(transport_stat_faults transport_stat_sqd PROPERTIES
+  add_test(NAME transport_stat_sqd_ud
+           COMMAND ${stat_nsrun} $<TARGET_FILE:uroce> run $<TARGET_FILE:stat_faults> sqd-ud)
+  set_tests_properties(transport_stat_faults transport_stat_sqd transport_stat_sqd_ud PROPERTIES
     TIMEOUT 300 SKIP_RETURN_CODE 77
     ENVIRONMENT "UROCE_DAEMON=$<TARGET_FILE:uroced>;${UROCE_FOREIGN_ENV}")
 endif()

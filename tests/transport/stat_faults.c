@@ -19,6 +19,10 @@
  *                                 completed); leaving SQD while draining fails with EBUSY;
  *                                 a SEND posted in SQD does not start, and after SQD -> RTS
  *                                 it completes (it used to wait forever).
+ *   stat_faults sqd-ud            the same for UD, where a send completes as soon as it is
+ *                                 sent: a SEND posted in SQD has no completion right after
+ *                                 ibv_post_send returns (it would have one had it been
+ *                                 sent), and after SQD -> RTS it completes and arrives.
  *
  * Every wait is bounded; exit 0 on success, 1 with a message otherwise.
  */
@@ -229,6 +233,21 @@ static struct ibv_wc next_wc(struct node *n, uint64_t limit_ns)
 	return wc;
 }
 
+/* One successful completion within the limit, as it is (no receive bookkeeping). */
+static struct ibv_wc next_wc_raw(struct node *n, uint64_t limit_ns)
+{
+	uint64_t end = now_ns() + limit_ns;
+	struct ibv_wc wc;
+	int r;
+
+	while ((r = ibv_poll_cq(n->cq, 1, &wc)) == 0)
+		if (now_ns() > end)
+			DIE("no completion within %llu ms", (unsigned long long)(limit_ns / 1000000));
+	if (r < 0 || wc.status != IBV_WC_SUCCESS)
+		DIE("completion: %s", r < 0 ? "poll_cq" : ibv_wc_status_str(wc.status));
+	return wc;
+}
+
 /* A send completion, counting receives that come first. */
 static struct ibv_wc next_send_wc(struct node *n, uint64_t limit_ns)
 {
@@ -434,16 +453,121 @@ static void run_sqd(struct node *n, bool parent)
 	barrier(n);
 }
 
+/* ---- UD: SQD holds new WQEs back ---- */
+
+#define QKEY 0x11111111u
+#define GRH 40u
+
+static void setup_ud(struct node *n)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr qa = { 0 };
+	struct ibv_qp_attr a = { 0 };
+
+	if (!list || !list[0])
+		DIE("no device");
+	n->ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!n->ctx)
+		DIE("open device");
+	n->pd = ibv_alloc_pd(n->ctx);
+	n->cq = ibv_create_cq(n->ctx, 64, NULL, NULL, 0);
+	n->len = (size_t)(NRECV + 1) * MSG;
+	n->buf = aligned_alloc(4096, n->len);
+	if (!n->buf)
+		DIE("buffer");
+	memset(n->buf, 0x5a, n->len);
+	n->mr = ibv_reg_mr(n->pd, n->buf, n->len, IBV_ACCESS_LOCAL_WRITE);
+	if (!n->pd || !n->cq || !n->mr)
+		DIE("pd/cq/mr");
+	qa.send_cq = qa.recv_cq = n->cq;
+	qa.qp_type = IBV_QPT_UD;
+	qa.cap.max_send_wr = 8;
+	qa.cap.max_recv_wr = 8;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	n->qp = ibv_create_qp(n->pd, &qa);
+	if (!n->qp)
+		DIE("create UD qp: %s", strerror(errno));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = QKEY;
+	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		DIE("UD to init");
+	for (unsigned i = 0; i < 4; i++) {
+		struct ibv_sge sg = { (uintptr_t)(n->buf + (size_t)i * MSG), 1024 + GRH, n->mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sg, .num_sge = 1 }, *bad;
+
+		if (ibv_post_recv(n->qp, &wr, &bad))
+			DIE("UD post_recv");
+	}
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE))
+		DIE("UD to rtr");
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		DIE("UD to rts");
+	if (ibv_query_gid(n->ctx, 1, 0, &n->me.gid))
+		DIE("gid");
+	n->me.qpn = n->qp->qp_num;
+	xfer(n->sock, &n->me, sizeof(n->me), true);
+	xfer(n->sock, &n->other, sizeof(n->other), false);
+}
+
+static void run_sqd_ud(struct node *n, bool parent)
+{
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_sge sg;
+	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+
+	if (!parent) {
+		/* The receiver: exactly the one datagram, after the sender's SQD -> RTS. */
+		wc = next_wc_raw(n, SQD_LIMIT_NS);
+		if (wc.opcode != IBV_WC_RECV || wc.byte_len != GRH + 1024)
+			DIE("UD receive: opcode %d, %u bytes", wc.opcode, wc.byte_len);
+		barrier(n);
+		return;
+	}
+	aa.grh.dgid = n->other.gid;
+	aa.grh.hop_limit = 1;
+	ah = ibv_create_ah(n->pd, &aa);
+	if (!ah)
+		DIE("create ah");
+	sg = (struct ibv_sge){ (uintptr_t)send_area(n), 1024, n->mr->lkey };
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = n->other.qpn;
+	wr.wr.ud.remote_qkey = QKEY;
+	modify_state(n, IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0);
+	expect_event(n, IBV_EVENT_SQ_DRAINED, SQD_LIMIT_NS);   /* nothing was in flight */
+	if (ibv_post_send(n->qp, &wr, &bad))
+		DIE("UD post in SQD");
+	/* UD completes a send when it leaves, inside ibv_post_send: a completion now would
+	 * mean it was sent while in SQD. */
+	if (ibv_poll_cq(n->cq, 1, &wc) != 0)
+		DIE("a UD SEND posted in SQD was sent before SQD -> RTS");
+	modify_state(n, IBV_QPS_RTS, 0, 0);
+	wc = next_wc_raw(n, SQD_LIMIT_NS);
+	if (wc.wr_id != 7 || wc.opcode != IBV_WC_SEND)
+		DIE("UD send completion: wr %llu opcode %d", (unsigned long long)wc.wr_id, wc.opcode);
+	barrier(n);
+	ibv_destroy_ah(ah);
+}
+
 int main(int argc, char **argv)
 {
 	bool faults = argc >= 4 && !strcmp(argv[1], "faults");
 	bool sqd = argc >= 2 && !strcmp(argv[1], "sqd");
+	bool sqd_ud = argc >= 2 && !strcmp(argv[1], "sqd-ud");
 	struct node n = { 0 };
 	int sv[2], status = 0;
 	pid_t child;
 
-	if (!faults && !sqd) {
-		fprintf(stderr, "usage: stat_faults faults DIR NMSG [nosqd] | stat_faults sqd\n");
+	if (!faults && !sqd && !sqd_ud) {
+		fprintf(stderr, "usage: stat_faults faults DIR NMSG [nosqd] | stat_faults sqd | "
+			"stat_faults sqd-ud\n");
 		return 2;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
@@ -454,9 +578,17 @@ int main(int argc, char **argv)
 	who = child ? "parent" : "child";
 	n.sock = child ? sv[0] : sv[1];
 	close(child ? sv[1] : sv[0]);
-	setup(&n);
-	connect_qp(&n);
-	if (faults) {
+	if (sqd_ud) {
+		setup_ud(&n);
+		run_sqd_ud(&n, child != 0);
+		teardown(&n, false);
+	} else {
+		setup(&n);
+		connect_qp(&n);
+	}
+	if (sqd_ud) {
+		/* done above */
+	} else if (faults) {
 		run_faults(&n, child != 0, argv[2], (unsigned)atoi(argv[3]),
 			   !(argc >= 5 && !strcmp(argv[4], "nosqd")));
 	} else {
