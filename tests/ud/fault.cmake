@@ -5,8 +5,9 @@ if(TARGET uroced AND TARGET uroce AND TARGET ibverbs)
   add_executable(ud_fault ud_fault.c)
   target_include_directories(ud_fault PRIVATE ${IBVERBS_INCLUDE})
   target_link_libraries(ud_fault PRIVATE ibverbs)
-  # SERVICE-MESSAGES-SEED (drop=0.05): UD 1500 one-packet messages; UC 600 messages of up to 5 packets.
-  set(ud_fault_cases ud-1500-7 uc-600-11)
+  # SERVICE-MESSAGES-SEED (drop=0.05): UD 1500 one-packet messages; UC 600 SENDs of up to
+  # 5 packets; ucw: UC with every odd message an RDMA WRITE_WITH_IMM.
+  set(ud_fault_cases ud-1500-7 uc-600-11 ucw-600-5)
   set(ud_fault_env UROCE_DAEMON=$<TARGET_FILE:uroced> ${UROCE_FOREIGN_ENV})
   foreach(topo lo veth)
     foreach(c ${ud_fault_cases})

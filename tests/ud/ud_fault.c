@@ -1,8 +1,8 @@
 /* ud_fault.c — exact loss accounting of UD and UC under UROCE_FAULT, two processes, plain
  * verbs (run by ud_fault.sh under `uroce run`; issue #5).
  *
- *   ud_fault recv ud|uc PORT N              listen on TCP PORT, receive and check N messages
- *   ud_fault send ud|uc HOST PORT N LOG     send N messages; the sender runs with
+ *   ud_fault recv ud|uc|ucw PORT N          listen on TCP PORT, receive and check N messages
+ *   ud_fault send ud|uc|ucw HOST PORT N LOG send N messages; the sender runs with
  *                                           UROCE_FAULT="drop=P,seed=S,log=LOG"
  *
  * The TCP connection is the out-of-band channel: QPN, PSN and GID both ways, then per batch
@@ -16,6 +16,10 @@
  *   UC: SEND_WITH_IMM of 1..5000 bytes (every 4th 4096) at path MTU 1024, so up to 5
  *       packets; a message is lost iff any of its packets was; the next FIRST/ONLY
  *       resynchronises (IBA 9.7.5.1).
+ *   ucw: as uc, every odd message an RDMA WRITE_WITH_IMM instead (RETH on its first
+ *       packet) into a slot of the receiver's region (index mod B), completing a receive
+ *       WQE as IBV_WC_RECV_RDMA_WITH_IMM; a WRITE cut off by a loss places some bytes and
+ *       completes nothing.
  *
  * Batches of B messages; after each, the sender sends fence messages (imm 0x80000000 | b,
  * 8 bytes, one packet) until one is not dropped, then the expected list.  The receiver takes
@@ -56,6 +60,8 @@
 #define BATCH 16
 #define FENCE 0x80000000u
 #define WAIT_S 30
+#define REGION ((size_t)NSLOT * SLOT)   /* offset of the WRITE region: BATCH slots of MAXLEN */
+#define BUFSZ ((REGION + (size_t)BATCH * MAXLEN + 4095) / 4096 * 4096)
 
 static const char *me = "ud_fault";
 
@@ -82,7 +88,13 @@ static double now(void)
 
 /* ---------------------------------------------------------------- messages */
 
-static bool uc;
+static bool uc, mixw;
+
+/* ucw: odd messages are RDMA WRITE_WITH_IMM. */
+static bool is_write(uint32_t i)
+{
+	return mixw && (i & 1);
+}
 
 static uint32_t msg_len(uint32_t i)
 {
@@ -101,14 +113,15 @@ static uint32_t npackets(uint32_t len)
 	return uc ? (len + MTU - 1) / MTU : 1;
 }
 
-/* Length on the wire (BTH to ICRC) of packet j of a SEND_WITH_IMM of @len bytes:
- * UD SEND_ONLY_IMM = BTH 12 + DETH 8 + ImmDt 4; UC FIRST/MIDDLE = BTH, LAST/ONLY_IMM = BTH +
- * ImmDt; payload padded to 4 bytes; ICRC 4. */
-static size_t wire_len(uint32_t len, uint32_t j)
+/* Length on the wire (BTH to ICRC) of packet j of a SEND_WITH_IMM (or, @write, an RDMA
+ * WRITE_WITH_IMM) of @len bytes: UD SEND_ONLY_IMM = BTH 12 + DETH 8 + ImmDt 4; UC: BTH 12,
+ * + RETH 16 on a WRITE's first packet, + ImmDt 4 on the last; payload padded to 4 bytes;
+ * ICRC 4. */
+static size_t wire_len(uint32_t len, uint32_t j, bool write)
 {
 	uint32_t n = npackets(len);
 	uint32_t pl = uc ? (j + 1 < n ? MTU : len - j * MTU) : len;
-	size_t hdr = uc ? (j + 1 == n ? 16 : 12) : 24;
+	size_t hdr = uc ? 12 + (write && j == 0 ? 16 : 0) + (j + 1 == n ? 4 : 0) : 24;
 
 	return hdr + pl + (4 - pl % 4) % 4 + 4;
 }
@@ -141,7 +154,8 @@ static void xfer(int fd, void *buf, size_t len, bool out)
 	}
 }
 
-struct peer { uint32_t qpn, psn; uint8_t gid[16]; };
+/* All fields in network order on the wire; addr/rkey: the receiver's WRITE region (ucw). */
+struct peer { uint32_t qpn, psn, rkey, pad; uint64_t addr; uint8_t gid[16]; };
 
 /* Each batch: the expected messages of batch @batch (BATCH_END: totals only). */
 #define BATCH_END 0xFFFFFFFFu
@@ -205,11 +219,10 @@ static void open_dev(struct ctx *c)
 	ibv_free_device_list(devs);
 	c->pd = ibv_alloc_pd(c->ctx);
 	c->cq = ibv_create_cq(c->ctx, 2 * NSLOT, NULL, NULL, 0);
-	/* aligned_alloc wants a size that is a multiple of the alignment. */
-	c->buf = aligned_alloc(4096, ((size_t)NSLOT * SLOT + 4095) / 4096 * 4096);
+	c->buf = aligned_alloc(4096, BUFSZ);   /* BUFSZ: a multiple of the alignment */
 	if (!c->pd || !c->cq || !c->buf)
 		die("pd/cq/buffer");
-	c->mr = ibv_reg_mr(c->pd, c->buf, (size_t)NSLOT * SLOT, IBV_ACCESS_LOCAL_WRITE);
+	c->mr = ibv_reg_mr(c->pd, c->buf, BUFSZ, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_qp_init_attr ia = {
 		.send_cq = c->cq, .recv_cq = c->cq, .qp_type = uc ? IBV_QPT_UC : IBV_QPT_UD,
 		.cap = { .max_send_wr = 64, .max_recv_wr = NSLOT, .max_send_sge = 1, .max_recv_sge = 1 },
@@ -220,7 +233,7 @@ static void open_dev(struct ctx *c)
 		die("query_gid");
 	c->psn = (uint32_t)getpid() * 2654435761u & 0xFFFFFF;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY,
-				 .qp_access_flags = 0 };
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 	if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			  (uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY)))
 		die("modify to INIT");
@@ -263,7 +276,8 @@ static void connect_qp(struct ctx *c, const struct peer *p)
 
 static struct peer me_as_peer(const struct ctx *c)
 {
-	struct peer p = { htonl(c->qp->qp_num), htonl(c->psn), { 0 } };
+	struct peer p = { htonl(c->qp->qp_num), htonl(c->psn), htonl(c->mr->rkey), 0,
+			  htobe64((uintptr_t)(c->buf + REGION)), { 0 } };
 
 	memcpy(p.gid, c->gid.raw, 16);
 	return p;
@@ -273,6 +287,8 @@ static struct peer from_wire(struct peer p)
 {
 	p.qpn = ntohl(p.qpn);
 	p.psn = ntohl(p.psn);
+	p.rkey = ntohl(p.rkey);
+	p.addr = be64toh(p.addr);
 	return p;
 }
 
@@ -361,7 +377,8 @@ static bool read_log(const char *path, long long watch)
 /* One SEND_WITH_IMM of @len bytes from the start of the buffer; waits for its completion
  * (the WQE completes once its packets are handed to the socket, so by then the fault module
  * has logged them). */
-static void send_msg(struct ctx *c, const struct peer *p, uint32_t imm, uint32_t len, uint64_t id)
+static void send_msg(struct ctx *c, const struct peer *p, uint32_t imm, uint32_t len, uint64_t id,
+		     bool write)
 {
 	struct ibv_sge sg = { (uintptr_t)c->buf, len, c->mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sg, .num_sge = 1,
@@ -373,6 +390,10 @@ static void send_msg(struct ctx *c, const struct peer *p, uint32_t imm, uint32_t
 		wr.wr.ud.ah = c->ah;
 		wr.wr.ud.remote_qpn = p->qpn;
 		wr.wr.ud.remote_qkey = QKEY;
+	} else if (write) {
+		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr.wr.rdma.remote_addr = p->addr + (uint64_t)(imm % BATCH) * MAXLEN;
+		wr.wr.rdma.rkey = p->rkey;
 	}
 	if (ibv_post_send(c->qp, &wr, &bad))
 		die("post_send");
@@ -419,8 +440,8 @@ static int run_send(const char *host, const char *port, uint32_t n, const char *
 			for (uint32_t k = 0; k < len; k++)
 				c.buf[k] = pattern(i, k);
 			for (uint32_t j = 0; j < npackets(len); j++)
-				add_pk((int32_t)i, (uint32_t)wire_len(len, j));
-			send_msg(&c, &peer, i, len, i);
+				add_pk((int32_t)i, (uint32_t)wire_len(len, j, is_write(i)));
+			send_msg(&c, &peer, i, len, i, is_write(i));
 		}
 		read_log(log, -1);
 		/* The fence: sent again until one gets through (the log tells at once). */
@@ -428,8 +449,8 @@ static int run_send(const char *host, const char *port, uint32_t n, const char *
 			uint32_t at = npk;
 
 			memset(c.buf, 0xFE, 8);
-			add_pk(-1 - (int32_t)b, (uint32_t)wire_len(8, 0));
-			send_msg(&c, &peer, FENCE | b, 8, 1000000u + b);
+			add_pk(-1 - (int32_t)b, (uint32_t)wire_len(8, 0, false));
+			send_msg(&c, &peer, FENCE | b, 8, 1000000u + b, false);
 			fences++;
 			if (!read_log(log, at))
 				break;
@@ -481,6 +502,12 @@ static void check_msg(struct ctx *c, const struct ibv_wc *wc, uint32_t i, uint32
 {
 	uint32_t len = msg_len(i), hdr = uc ? 0 : GRH;
 	const uint8_t *d = c->buf + (size_t)wc->wr_id * SLOT + hdr;
+	enum ibv_wc_opcode want = is_write(i) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+
+	if (wc->opcode != want)
+		die("message %u: opcode %d, expected %d", i, wc->opcode, want);
+	if (is_write(i))
+		d = c->buf + REGION + (size_t)(i % BATCH) * MAXLEN;   /* where the WRITE put it */
 
 	if (wc->byte_len != hdr + len)
 		die("message %u: byte_len %u, expected %u", i, wc->byte_len, hdr + len);
@@ -562,14 +589,14 @@ static int run_recv(const char *port, uint32_t n)
 			struct ibv_wc wc = poll_one(&c, "a receive completion");
 			uint32_t imm;
 
-			if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
-			    !(wc.wc_flags & IBV_WC_WITH_IMM))
+			if (wc.status != IBV_WC_SUCCESS || !(wc.wc_flags & IBV_WC_WITH_IMM))
 				die("batch %u: completion status %s opcode %d flags 0x%x", b,
 				    ibv_wc_status_str(wc.status), wc.opcode, wc.wc_flags);
 			imm = be32toh(wc.imm_data);
 			if (imm & FENCE) {
-				if (imm != (FENCE | b))
-					die("batch %u: fence of batch %u", b, imm & ~FENCE);
+				if (imm != (FENCE | b) || wc.opcode != IBV_WC_RECV || wc.byte_len != (uc ? 8 : GRH + 8))
+					die("batch %u: fence of batch %u, opcode %d, byte_len %u", b,
+					    imm & ~FENCE, wc.opcode, wc.byte_len);
 				if (k != nexp)
 					die("batch %u: fence after %u of %u expected messages; next "
 					    "missing: %u", b, k, nexp, ntohl(exp[k]));
@@ -597,14 +624,16 @@ static int run_recv(const char *port, uint32_t n)
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && !strcmp(argv[1], "recv")) {
-		uc = !strcmp(argv[2], "uc");
+		uc = !strcmp(argv[2], "uc") || !strcmp(argv[2], "ucw");
+		mixw = !strcmp(argv[2], "ucw");
 		return run_recv(argv[3], (uint32_t)strtoul(argv[4], NULL, 0));
 	}
 	if (argc >= 7 && !strcmp(argv[1], "send")) {
-		uc = !strcmp(argv[2], "uc");
+		uc = !strcmp(argv[2], "uc") || !strcmp(argv[2], "ucw");
+		mixw = !strcmp(argv[2], "ucw");
 		return run_send(argv[3], argv[4], (uint32_t)strtoul(argv[5], NULL, 0), argv[6]);
 	}
-	fprintf(stderr, "usage: ud_fault recv ud|uc PORT N\n"
-			"       ud_fault send ud|uc HOST PORT N LOG\n");
+	fprintf(stderr, "usage: ud_fault recv ud|uc|ucw PORT N\n"
+			"       ud_fault send ud|uc|ucw HOST PORT N LOG\n");
 	return 2;
 }

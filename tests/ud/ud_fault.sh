@@ -3,7 +3,8 @@
 # two processes with plain verbs (ud_fault.c), run by tests/daemon/nsrun.sh.
 #   TOPO lo:   both on 127.0.0.1 (uroce0);  veth: receiver in netns a, sender in netns b
 #              (tests/daemon/lib.sh's topo_setup), a uroced in each
-#   CASE SERVICE-MESSAGES-SEED, e.g. ud-1500-7: the sender runs with
+#   CASE SERVICE-MESSAGES-SEED (SERVICE ud, uc or ucw: UC with WRITEs; ud_fault.c), e.g.
+#        ud-1500-7: the sender runs with
 #        UROCE_FAULT="drop=0.05,seed=SEED,log=FILE"; ud_fault checks that the receiver gets
 #        exactly the messages none of whose packets the log lists, and the counters.
 # The sender starts once the receiver prints READY and its TCP port listens (no sleeps);
