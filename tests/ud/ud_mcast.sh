@@ -29,28 +29,16 @@ export UROCE_RC_STATS=1
 DEV=uroce0
 HOPS=1
 if [ "$TOPO" != lo ]; then
-	mount -t tmpfs tmpfs /run || { echo "SKIP: cannot mount /run"; exit 77; }
-	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
-	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
-	ip -n a link set lo up; ip -n b link set lo up
-	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
-	if [ "$TOPO" = veth6 ]; then
-		ip -n a addr add 2001:db8::1/64 dev va nodad
-		ip -n b addr add 2001:db8::2/64 dev vb nodad
-		G=ff0e::1:3
-	fi
-	ip -n a link set va up; ip -n b link set vb up
-	A="ip netns exec a"; B="ip netns exec b"
+	# netns a/b joined by veth, uroce1 in each, ports ACTIVE (tests/daemon/lib.sh);
+	# veth6 adds 2001:db8::1 / ::2.
+	netns_veth_setup $([ "$TOPO" = veth6 ] && echo v6) || exit 1
+	A=$NS_A; B=$NS_B
+	[ "$TOPO" = veth6 ] && G=ff0e::1:3
 	DEV=uroce1
 	# Not the kernel's default multicast TTL (1): the AH's hop limit must reach the wire.
 	HOPS=5
 	# A route for the IPv4 groups (the kernel wants one for a multicast sender, as for rxe).
 	ip -n a route add 224.0.0.0/4 dev va; ip -n b route add 224.0.0.0/4 dev vb
-	$A "$UROCE" link add uroce1 netdev va >/dev/null || die "link add in a"
-	$B "$UROCE" link add uroce1 netdev vb >/dev/null || die "link add in b"
-	active() { $1 "$UROCE" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; }
-	wait_for 20 active "$A" || die "a's port never became active"
-	wait_for 20 active "$B" || die "b's port never became active"
 	if [ "$TOPO" = veth6 ]; then
 		# The sender picks the first global IPv6 GID: wait until b's table lists it.
 		gid6() { $B "$UROCE" link show uroce1/1 -d 2>/dev/null | grep -q '2001:db8::2'; }
