@@ -43,6 +43,7 @@
 #endif
 
 struct uroce_engine {
+	struct uroce_engine *next_eng;   /* engines list (flush_at_exit) */
 	struct uroce_context *ctx;
 	struct uroce_netio *nio;
 	int epfd, tfd, efd;
@@ -71,6 +72,17 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	uint8_t *slots;                  /* ENG_BATCH * UROCE_RC_MAX_PKT, allocated on first cork */
 	struct uroce_txpkt pk[ENG_BATCH];
 };
+
+static bool env_off(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"));
+}
+
+/* Set on the progress thread: it re-arms the timerfd itself after each drain (run_timers),
+ * so a timer armed there needs no doorbell. */
+static __thread bool on_progress_thread;
 
 static void doorbell(struct uroce_engine *eng)
 {
@@ -246,6 +258,7 @@ static void *progress_thread(void *arg)
 	struct uroce_engine *eng = arg;
 	struct epoll_event ev[4];
 
+	on_progress_thread = true;
 	while (!atomic_load(&eng->stop)) {
 		int n = epoll_wait(eng->epfd, ev, 4, -1);
 		uint64_t v;
@@ -269,6 +282,45 @@ static void *progress_thread(void *arg)
 		run_timers(eng);
 	}
 	return NULL;
+}
+
+/* ------------------------------------------------------------ deferred ACKs at the end */
+
+/* A deferred ACK (rc_resp.c) must not be lost because the QP or the process goes away
+ * first: the peer would wait for its send completion until it gives up.  Destroy and
+ * Reset send it (below); a process that exits without destroying its QPs gets it sent by
+ * this destructor, with try-locks only (a thread may have died holding a lock). */
+static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uroce_engine *engines;
+
+static void flush_qp_ack(struct uroce_qp *qp)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+
+	if (rc && rc->ack_pending && qp->qpx.qp_base.qp_type == IBV_QPT_RC)
+		uroce_rc_flush_ack(rc);
+}
+
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	if (pthread_mutex_trylock(&engines_lock))
+		return;
+	for (struct uroce_engine *e = engines; e; e = e->next_eng) {
+		struct uroce_context *ctx = e->ctx;
+
+		if (pthread_mutex_trylock(&ctx->lock))
+			continue;
+		for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+			struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+
+			if (pthread_mutex_trylock(&qp->lock))
+				continue;
+			flush_qp_ack(qp);
+			pthread_mutex_unlock(&qp->lock);
+		}
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	pthread_mutex_unlock(&engines_lock);
 }
 
 static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
@@ -312,6 +364,10 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	ret = -pthread_create(&eng->thread, NULL, progress_thread, eng);
 	if (ret)
 		goto err;
+	pthread_mutex_lock(&engines_lock);
+	eng->next_eng = engines;
+	engines = eng;
+	pthread_mutex_unlock(&engines_lock);
 	*out = eng;
 	return 0;
 err:
@@ -388,6 +444,8 @@ static void eng_timer(void *arg, uint64_t deadline)
 	struct engine_qp *eq = arg;
 
 	/* Wake the thread only when the new deadline is earlier than what it sleeps for. */
+	if (on_progress_thread)
+		return;
 	if (!eq->eng->armed || deadline < eq->eng->armed)
 		doorbell(eq->eng);
 }
@@ -457,6 +515,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	    qp->qpx.qp_base.qp_type != IBV_QPT_UC)
 		return 0;
 	if (next == IBV_QPS_RESET) {
+		flush_qp_ack(qp);
 		uroce_rc_detach(qp);
 		return 0;
 	}
@@ -515,6 +574,8 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
+	/* UROCE_ACK_DEFER=0: acknowledge at once, as rxe (rc_resp.c "deferred ACK"). */
+	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_DEFER");
 	io.timer = eng_timer;
 	io.release = eng_release;
 	io.arg = eq;
@@ -534,6 +595,7 @@ void uroce_transport_qp_destroy(struct uroce_qp *qp)
 		uroce_query_gid(qp->uctx, 1, 0, &g, NULL, &ifindex);
 		uroce_mcast_qp_gone(qp, eng ? uroce_netio_fd(eng->nio) : -1, (int)ifindex);
 	}
+	flush_qp_ack(qp);
 	uroce_rc_detach(qp);
 }
 
@@ -615,6 +677,14 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 
 	if (!eng)
 		return;
+	pthread_mutex_lock(&engines_lock);
+	for (struct uroce_engine **pp = &engines; *pp; pp = &(*pp)->next_eng) {
+		if (*pp == eng) {
+			*pp = eng->next_eng;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&engines_lock);
 	atomic_store(&eng->stop, true);
 	doorbell(eng);
 	pthread_join(eng->thread, NULL);

@@ -35,6 +35,8 @@
 #define UROCE_RC_MIN_TIMEOUT_NS 1000000ull /* local ACK timeout floor: 1 ms (rxe: 1 jiffy) */
 #define UROCE_RC_READ_RETRY_PKTS 64    /* responses asked for per retried READ request */
 #define UROCE_RC_MAX_PKT 4200           /* largest packet we build: MTU 4096 + headers + ICRC */
+#define UROCE_RC_ACK_DEFER_NS 200000ull /* longest a deferred ACK waits (timers.c t_ack) */
+#define UROCE_RC_ACK_DEFER_IF_REQ_NS 1000000ull /* ... deferred only if we sent a request this recently */
 
 /* ---- errors: the one table (rc_err.c) ---- */
 #define UROCE_RC_ERRORS(X)                                                                   \
@@ -153,6 +155,10 @@ struct uroce_rc_io {
 	void (*timer)(void *arg, uint64_t deadline);   /* a timer was armed (may be NULL) */
 	void (*release)(void *arg);                     /* at detach (may be NULL) */
 	void *arg;
+	/* Defer ACKs while the QP sends requests of its own (rc_resp.c "deferred ACK"): they
+	 * follow the QP's next request packets, or leave after UROCE_RC_ACK_DEFER_NS.  Off for
+	 * the unit tests' wire (exact packet sequences). */
+	bool defer_acks;
 };
 
 enum uroce_req_state {
@@ -207,12 +213,16 @@ struct uroce_rc {
 
 	/* timers (timers.c), CLOCK_MONOTONIC ns, 0 = off */
 	uint64_t t_retrans, t_rnr;
+	uint64_t t_ack;                  /* a deferred ACK leaves at the latest then */
+	uint64_t last_req;               /* when the requester last sent a packet (clock ns) */
 	uint8_t backoff;                 /* local ACK timeouts in a row without progress (max 4) */
 
 	/* responder */
 	uint32_t resp_psn;               /* expected PSN */
 	uint32_t msn;                    /* messages completed (24 bits) */
 	bool nak_sent;                   /* one sequence NAK per gap (rxe sent_psn_nak) */
+	bool ack_pending;                /* an ACK for ack_psn is deferred (io.defer_acks) */
+	uint32_t ack_psn, ack_msn;
 	uint8_t resp_opseq;              /* 0 none, 1 in a SEND, 2 in a WRITE */
 	bool resp_has_rwqe;              /* a receive WQE is held for the SEND in progress */
 	bool resp_rwqe_srq;
@@ -260,6 +270,9 @@ extern uint64_t (*uroce_rc_clock)(void);     /* tests replace it with a virtual 
 void uroce_rc_timer_retrans_arm(struct uroce_rc *rc);
 void uroce_rc_timer_retrans_stop(struct uroce_rc *rc);
 void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code);
+void uroce_rc_timer_ack_arm(struct uroce_rc *rc);
+/* rc_resp.c: send the deferred ACK now, if there is one. */
+void uroce_rc_flush_ack(struct uroce_rc *rc);
 int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len);
 /* rc_req.c: send the packet built in rc->scratch by uroce_rc_build(rc, p, @n, &pl) without
  * copying its @n payload bytes into it: they are @data (@ndata pieces, at most

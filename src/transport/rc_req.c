@@ -328,9 +328,11 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 	enum uroce_req_state state = UROCE_REQ_NEXT_WQE;
 	struct uroce_wqe *w = NULL;
 	struct uroce_rc_swqe *sw = NULL;
+	uint32_t start_psn;
 
 	if (!rc || rc->rnr_wait || rc->pending_err != UROCE_RC_ERR_NONE)
 		return;
+	start_psn = rc->req_psn;
 	/* IBA 10.3.1: new WQEs start only in RTS; SQD finishes the ones already started. */
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return;
@@ -408,6 +410,11 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 			break;
 		}
 	}
+	/* A deferred ACK follows the request packets just sent (rc_resp.c, acknowledge). */
+	if (rc->io.defer_acks && rc->req_psn != start_psn)
+		rc->last_req = uroce_rc_clock();
+	if (rc->ack_pending)
+		uroce_rc_flush_ack(rc);
 	if (!sq_locked)
 		pthread_mutex_unlock(&qp->sq.lock);
 }

@@ -32,11 +32,52 @@ struct resp_ctx {
 	bool end;                        /* last packet of a message */
 };
 
+/* Deferred ACK (io.defer_acks; off on the unit tests' wire).  When the QP sent a request of
+ * its own recently (UROCE_RC_ACK_DEFER_IF_REQ_NS), the application is in an exchange and
+ * will likely post again: the ACK then leaves right after the QP's next request packets
+ * (uroce_rc_requester), or before any other packet of the responder, or at t_ack
+ * (UROCE_RC_ACK_DEFER_NS) at the latest.  A QP that only receives (a bandwidth target)
+ * acknowledges at once, as before.
+ * Two effects: the thread that placed a WRITE does not spend a sendmsg before the
+ * application can see it, and the peer, polling its CQ for that ACK, finds our next request
+ * first and handles it in its own thread instead of waking its progress thread.  A later
+ * AckReq before the flush replaces the PSN (ACKs are cumulative, IBA 9.7.5.1.x).  The MSN
+ * sent is the one at the time of the AckReq. */
+static void acknowledge(struct uroce_rc *rc, uint32_t psn)
+{
+	if (rc->io.defer_acks && rc->last_req &&
+	    uroce_rc_clock() - rc->last_req < UROCE_RC_ACK_DEFER_IF_REQ_NS) {
+		rc->ack_pending = true;
+		rc->ack_psn = psn;
+		rc->ack_msn = rc->msn;
+		if (!rc->t_ack)
+			uroce_rc_timer_ack_arm(rc);
+		return;
+	}
+	uroce_rc_flush_ack(rc);
+	uroce_rc_send_ack(rc, ACK_SYNDROME, psn);
+}
+
+void uroce_rc_flush_ack(struct uroce_rc *rc)
+{
+	uint32_t msn;
+
+	rc->t_ack = 0;
+	if (!rc->ack_pending)
+		return;
+	rc->ack_pending = false;
+	msn = rc->msn;
+	rc->msn = rc->ack_msn;
+	uroce_rc_send_ack(rc, ACK_SYNDROME, rc->ack_psn);
+	rc->msn = msn;
+}
+
 static void send_nak(struct uroce_rc *rc, enum uroce_rc_err e, uint32_t psn)
 {
 	const struct uroce_rc_err_info *i = &uroce_rc_err_table[e];
 	unsigned value = i->nak_kind == UROCE_AETH_RNR_NAK ? rc->qp->attr.min_rnr_timer : i->nak_code;
 
+	uroce_rc_flush_ack(rc);   /* in order: the ACK covers PSNs before the NAK's */
 	uroce_rc_send_ack(rc, uroce_aeth_syndrome(i->nak_kind, value), psn);
 	if (i->nak_kind == UROCE_AETH_RNR_NAK)
 		rc->st.rnr_naks_tx++;
@@ -122,6 +163,7 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 {
 	uint32_t off = 0;
 
+	uroce_rc_flush_ack(rc);
 	/* The READ is one message: its responses carry the MSN that counts it, the first
 	 * one included (what rxe sends; tests/transport/test_golden.c). */
 	if (count_msn)
@@ -164,6 +206,7 @@ static void atomic_reply(struct uroce_rc *rc, uint32_t psn, uint64_t orig)
 	uint8_t *pl;
 	size_t len;
 
+	uroce_rc_flush_ack(rc);
 	p.bth.opcode = UROCE_OP_ATOMIC_ACK;
 	p.bth.psn = psn;
 	p.aeth.syndrome = ACK_SYNDROME;
@@ -182,6 +225,7 @@ static enum uroce_resp_state duplicate(struct uroce_rc *rc, const struct uroce_p
 	rc->st.dup_requests++;
 	if (mask & (UROCE_OPF_SEND | UROCE_OPF_WRITE)) {
 		/* IBA 9.7.5.1.3: acknowledge again, with the latest PSN acknowledged (rxe). */
+		uroce_rc_flush_ack(rc);
 		uroce_rc_send_ack(rc, ACK_SYNDROME, psn_sub(rc->resp_psn, 1));
 		return UROCE_RESP_DONE;
 	}
@@ -467,7 +511,7 @@ void uroce_rc_responder(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		case UROCE_RESP_ACKNOWLEDGE:
 			/* IBA 9.7.5.1.x: ACK when asked (AckReq); coalesced otherwise. */
 			if (pkt->bth.ackreq)
-				uroce_rc_send_ack(rc, ACK_SYNDROME, pkt->bth.psn);
+				acknowledge(rc, pkt->bth.psn);
 			state = UROCE_RESP_DONE;
 			break;
 		case UROCE_RESP_ERROR:

@@ -10,9 +10,12 @@
  *                most 16x, reset by progress
  *   t_rnr        an RNR NAK is received (IBA 9.7.5.2.8)       it fires; QP error, detach      resend from the NAK's PSN
  *                for the AETH's timer code (uroce_rnr_timer_usec)
+ *   t_ack        the responder defers an ACK (rc_resp.c,      the deferred ACK is sent        send the deferred ACK
+ *                io.defer_acks: the QP has requests of its     (uroce_rc_flush_ack: after the
+ *                own outstanding); UROCE_RC_ACK_DEFER_NS       requester's packets, before
+ *                                                              any other responder packet)
  *
- * The responder has no timer: it acknowledges only on AckReq and on duplicates (rxe does
- * the same; no delayed-ACK timer), so ACK coalescing needs no clock.
+ * Apart from t_ack the responder acknowledges only on AckReq and on duplicates, as rxe.
  *
  * Deadlines are CLOCK_MONOTONIC nanoseconds, 0 = not armed.  The progress thread
  * (engine.c) sleeps in a timerfd until the earliest deadline of any QP of the context.
@@ -72,6 +75,13 @@ void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code)
 		rc->io.timer(rc->io.arg, rc->t_rnr);
 }
 
+void uroce_rc_timer_ack_arm(struct uroce_rc *rc)
+{
+	rc->t_ack = uroce_rc_clock() + UROCE_RC_ACK_DEFER_NS;
+	if (rc->io.timer)
+		rc->io.timer(rc->io.arg, rc->t_ack);
+}
+
 uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp)
 {
 	const struct uroce_rc *rc = uroce_rc_of(qp);
@@ -83,6 +93,8 @@ uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp)
 		d = rc->t_retrans;
 	if (rc->t_rnr && (!d || rc->t_rnr < d))
 		d = rc->t_rnr;
+	if (rc->t_ack && (!d || rc->t_ack < d))
+		d = rc->t_ack;
 	return d;
 }
 
@@ -90,7 +102,11 @@ uint64_t uroce_rc_timers_run(struct uroce_qp *qp, uint64_t now)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	if (!rc || (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD))
+	if (!rc)
+		return 0;
+	if (rc->t_ack && now >= rc->t_ack)
+		uroce_rc_flush_ack(rc);
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return 0;
 	if (rc->t_rnr && now >= rc->t_rnr) {
 		rc->t_rnr = 0;
