@@ -50,6 +50,7 @@ struct uroce_engine {
 	pthread_t thread;
 	atomic_bool stop;
 	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
+	atomic_bool batch_acks;          /* a QP holds an ACK until the receive batch ends */
 };
 
 #define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
@@ -181,6 +182,10 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 
 		pthread_mutex_lock(&found->sq.lock);
 		eq = cork(found);
+		if (found->transport && uroce_rc_of(found)->io.defer_acks) {
+			uroce_rc_of(found)->ack_batch = true;
+			atomic_store(&eng->batch_acks, true);
+		}
 		uroce_rc_input(found, &p->pkt);
 		uncork(eq);
 		pthread_mutex_unlock(&found->sq.lock);
@@ -200,9 +205,45 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	return 0;
 }
 
+/* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
+ * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
+ * sending too) stays deferred. */
+static void flush_batch_acks(struct uroce_engine *eng)
+{
+	struct uroce_context *ctx = eng->ctx;
+
+	if (!atomic_exchange(&eng->batch_acks, false))
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+		struct uroce_rc *rc;
+
+		if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		rc = uroce_rc_of(qp);
+		if (rc && rc->ack_batch) {
+			rc->ack_batch = false;
+			if (rc->ack_pending && !rc->t_ack)
+				uroce_rc_flush_ack(rc);
+		}
+		uroce_rc_unlock_qp(qp);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static int poll_batch(struct uroce_engine *eng)
+{
+	int n = uroce_netio_poll(eng->nio, 64, rx_one, eng);
+
+	flush_batch_acks(eng);
+	return n;
+}
+
 static void drain(struct uroce_engine *eng)
 {
-	while (uroce_netio_poll(eng->nio, 64, rx_one, eng) == 64)
+	while (poll_batch(eng) == 64)
 		;
 }
 
@@ -667,7 +708,7 @@ void uroce_transport_poll(struct uroce_context *ctx)
 	struct uroce_engine *eng = ctx->transport;
 
 	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
-	if (eng && uroce_netio_poll(eng->nio, 64, rx_one, eng) == 64)
+	if (eng && poll_batch(eng) == 64)
 		doorbell(eng);
 }
 

@@ -222,6 +222,8 @@ struct uroce_rc {
 	uint32_t msn;                    /* messages completed (24 bits) */
 	bool nak_sent;                   /* one sequence NAK per gap (rxe sent_psn_nak) */
 	bool ack_pending;                /* an ACK for ack_psn is deferred (io.defer_acks) */
+	bool ack_batch;                  /* set by the engine while it delivers a receive batch:
+					  * ACKs wait for the batch's end (one for several messages) */
 	uint32_t ack_psn, ack_msn;
 	uint8_t resp_opseq;              /* 0 none, 1 in a SEND, 2 in a WRITE */
 	bool resp_has_rwqe;              /* a receive WQE is held for the SEND in progress */

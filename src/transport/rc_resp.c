@@ -45,12 +45,17 @@ struct resp_ctx {
  * sent is the one at the time of the AckReq. */
 static void acknowledge(struct uroce_rc *rc, uint32_t psn)
 {
-	if (rc->io.defer_acks && rc->last_req &&
-	    uroce_rc_clock() - rc->last_req < UROCE_RC_ACK_DEFER_IF_REQ_NS) {
+	bool timed = rc->io.defer_acks && rc->last_req &&
+		     uroce_rc_clock() - rc->last_req < UROCE_RC_ACK_DEFER_IF_REQ_NS;
+
+	/* ack_batch: the engine is delivering a batch of received packets and sends the
+	 * pending ACK when the batch ends (engine.c flush_batch_acks): one ACK for the
+	 * messages of a batch instead of one each. */
+	if (timed || rc->ack_batch) {
 		rc->ack_pending = true;
 		rc->ack_psn = psn;
 		rc->ack_msn = rc->msn;
-		if (!rc->t_ack)
+		if (timed && !rc->t_ack)
 			uroce_rc_timer_ack_arm(rc);
 		return;
 	}
