@@ -25,6 +25,7 @@
 
 #include "transport/netio.h"
 #include "transport/rc.h"
+#include "transport/rc_qp.h"
 #include "transport/mcast.h"
 #include "transport/uc.h"
 #include "transport/ud.h"
@@ -51,7 +52,12 @@ struct uroce_engine {
 	atomic_bool stop;
 	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
 	atomic_bool batch_acks;          /* a QP holds an ACK until the receive batch ends */
+	uint64_t pub_due;                /* next counters publish (rc_qp.h); progress thread only */
 };
+
+/* `uroce stat` reads QP counters from shared memory: publish them this often while they
+ * move (rc_qp.h uroce_rc_publish). */
+#define ENG_PUBLISH_NS 200000000ull
 
 #define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
 #define ENG_TAIL_OFF 128                 /* in a slot of a piecewise packet: pad + ICRC slot */
@@ -252,6 +258,7 @@ static void run_timers(struct uroce_engine *eng)
 	struct uroce_context *ctx = eng->ctx;
 	uint64_t now = uroce_rc_clock(), next = 0, armed;
 	struct itimerspec its = { 0 };
+	bool publish = now >= eng->pub_due, changed = false;
 
 	pthread_mutex_lock(&ctx->lock);
 	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
@@ -261,6 +268,8 @@ static void run_timers(struct uroce_engine *eng)
 		if (!qp->transport)
 			continue;
 		pthread_mutex_lock(&qp->lock);
+		if (publish)
+			changed |= uroce_rc_publish(qp);
 		d = uroce_rc_next_deadline(qp);
 		if (d && d <= now) {
 			struct engine_qp *eq;
@@ -276,6 +285,14 @@ static void run_timers(struct uroce_engine *eng)
 			next = d;
 	}
 	pthread_mutex_unlock(&ctx->lock);
+	/* Counters: a wake-up before the publish is due means activity since the last one,
+	 * and a publish that found changes may be followed by more; either way come back at
+	 * pub_due, so the last values of a burst reach `uroce stat` within 2 periods.  Once a
+	 * publish finds nothing changed, no more wake-ups for it. */
+	if (publish)
+		eng->pub_due = now + ENG_PUBLISH_NS;
+	if ((changed || !publish) && (!next || eng->pub_due < next))
+		next = eng->pub_due;
 	/* timerfd_settime costs a system call (and kernel locking) per wake-up, and most
 	 * wake-ups leave the earliest deadline where it was.  Set it only when it must move
 	 * earlier, or when nothing is armed (it expired).  A deadline that moved later or went
