@@ -87,6 +87,13 @@ static bool env_off(const char *name)
 	return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"));
 }
 
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"));
+}
+
 /* Set on the progress thread: it re-arms the timerfd itself after each drain (run_timers),
  * so a timer armed there needs no doorbell. */
 static __thread bool on_progress_thread;
@@ -632,8 +639,10 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
-	/* UROCE_ACK_DEFER=0: acknowledge at once, as rxe (rc_resp.c "deferred ACK"). */
-	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_DEFER");
+	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=1: the timed
+	 * deferral too (rc_resp.c acknowledge). */
+	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");
+	io.defer_timed = io.defer_acks && env_on("UROCE_ACK_DEFER");
 	io.timer = eng_timer;
 	io.release = eng_release;
 	io.arg = eq;

@@ -155,10 +155,13 @@ struct uroce_rc_io {
 	void (*timer)(void *arg, uint64_t deadline);   /* a timer was armed (may be NULL) */
 	void (*release)(void *arg);                     /* at detach (may be NULL) */
 	void *arg;
-	/* Defer ACKs while the QP sends requests of its own (rc_resp.c "deferred ACK"): they
-	 * follow the QP's next request packets, or leave after UROCE_RC_ACK_DEFER_NS.  Off for
-	 * the unit tests' wire (exact packet sequences). */
+	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
+	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while
+	 * the QP sends requests of its own, until its next request packets or
+	 * UROCE_RC_ACK_DEFER_NS (opt-in: it slows a SEND/RECV ping-pong, see
+	 * bench/RESULTS.md).  Both off for the unit tests' wire (exact packet sequences). */
 	bool defer_acks;
+	bool defer_timed;
 };
 
 enum uroce_req_state {
