@@ -224,7 +224,7 @@ struct uroce_rc {
 	uint32_t resp_psn;               /* expected PSN */
 	uint32_t msn;                    /* messages completed (24 bits) */
 	bool nak_sent;                   /* one sequence NAK per gap (rxe sent_psn_nak) */
-	bool ack_pending;                /* an ACK for ack_psn is deferred (io.defer_acks) */
+	bool ack_pending;                /* an ACK for ack_psn is held (ack_batch or io.defer_timed) */
 	bool ack_batch;                  /* set by the engine while it delivers a receive batch:
 					  * ACKs wait for the batch's end (one for several messages) */
 	uint32_t ack_psn, ack_msn;

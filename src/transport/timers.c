@@ -11,8 +11,8 @@
  *   t_rnr        an RNR NAK is received (IBA 9.7.5.2.8)       it fires; QP error, detach      resend from the NAK's PSN
  *                for the AETH's timer code (uroce_rnr_timer_usec)
  *   t_ack        the responder defers an ACK (rc_resp.c,      the deferred ACK is sent        send the deferred ACK
- *                io.defer_acks: the QP has requests of its     (uroce_rc_flush_ack: after the
- *                own outstanding); UROCE_RC_ACK_DEFER_NS       requester's packets, before
+ *                io.defer_timed, opt-in: the QP sent a         (uroce_rc_flush_ack: after the
+ *                request recently); UROCE_RC_ACK_DEFER_NS      requester's packets, before
  *                                                              any other responder packet)
  *
  * Apart from t_ack the responder acknowledges only on AckReq and on duplicates, as rxe.
