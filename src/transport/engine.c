@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -729,13 +730,45 @@ void uroce_transport_unlock_qp(struct uroce_qp *qp)
 	uroce_rc_unlock_qp(qp);
 }
 
+/* Empty drains in a row after which a busy-polling thread yields its CPU (default; the
+ * environment's UROCE_POLL_YIELD=N overrides it, 0 = never). */
+#define POLL_IDLE_YIELD 4
+
 void uroce_transport_poll(struct uroce_context *ctx)
 {
+	static _Thread_local int every = -1;    /* POLL_IDLE_YIELD, or 0 if turned off */
+	static _Thread_local int idle;          /* empty drains in a row, this thread */
 	struct uroce_engine *eng = ctx->transport;
+	const char *v;
+	int got;
 
+	if (!eng)
+		return;
+	got = poll_batch(eng);
 	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
-	if (eng && poll_batch(eng) == 64)
+	if (got == 64)
 		doorbell(eng);
+	/* A thread that keeps finding nothing is busy-polling for its peer.  When there are
+	 * fewer free CPUs than spinning threads, that peer (the other process of a ping-pong,
+	 * which must reply before anything can arrive, or our own progress thread) may be
+	 * runnable on this very CPU: without a yield the two alternate only at the scheduler
+	 * tick (4 ms at HZ=250), one tick per half round trip.  sched_yield returns at once
+	 * when nothing else is runnable here, and with autogroups it gives way only within
+	 * our session, so a lone spinner keeps its CPU. */
+	if (got) {
+		idle = 0;
+		return;
+	}
+	if (every < 0) {
+		v = getenv("UROCE_POLL_YIELD");
+		every = v ? atoi(v) : POLL_IDLE_YIELD;
+		if (every < 0)
+			every = 0;
+	}
+	if (every && ++idle >= every) {
+		idle = 0;
+		sched_yield();
+	}
 }
 
 void uroce_transport_ctx_close(struct uroce_context *ctx)
