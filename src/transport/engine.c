@@ -255,10 +255,13 @@ static int poll_batch(struct uroce_engine *eng)
 	return n;
 }
 
-static void drain(struct uroce_engine *eng)
+static int drain(struct uroce_engine *eng)
 {
-	while (poll_batch(eng) == 64)
-		;
+	int n, total = 0;
+
+	while ((n = poll_batch(eng)) == 64)
+		total += n;
+	return total + n;
 }
 
 static void run_timers(struct uroce_engine *eng)
@@ -319,10 +322,24 @@ static void run_timers(struct uroce_engine *eng)
 	timerfd_settime(eng->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* After a drain that read at least RX_SPIN_MIN_PKTS packets the progress thread keeps
+ * polling until RX_SPIN_US pass with nothing read (UROCE_RX_SPIN_US=N overrides, 0 = off)
+ * instead of sleeping in epoll_wait.  A bandwidth target's progress thread places every
+ * packet, and it shares its CPU with whatever else runs there: a thread that sleeps
+ * between bursts must wait for the scheduler to give it the CPU back at each datagram's
+ * wake-up, while the sender waits for the ACK that frees its window, so a sleeper got
+ * about a third of the CPU a runnable thread gets (bench/RESULTS.md).  Small exchanges
+ * (ping-pong, latency) never read that many at once and sleep as before. */
+#define RX_SPIN_US 100
+#define RX_SPIN_MIN_PKTS 16
+
 static void *progress_thread(void *arg)
 {
 	struct uroce_engine *eng = arg;
 	struct epoll_event ev[4];
+	const char *sv = getenv("UROCE_RX_SPIN_US");
+	uint64_t spin_ns = (sv ? strtoull(sv, NULL, 10) : RX_SPIN_US) * 1000ull;
+	int got;
 
 	on_progress_thread = true;
 	while (!atomic_load(&eng->stop)) {
@@ -344,7 +361,23 @@ static void *progress_thread(void *arg)
 				}
 			}
 		}
-		drain(eng);
+		got = drain(eng);
+		/* A stream in flight: keep polling instead of sleeping (see RX_SPIN_US). */
+		if (got >= RX_SPIN_MIN_PKTS && spin_ns) {
+			uint64_t now = uroce_rc_clock(), end = now + spin_ns, timers = now;
+
+			do {
+				if (drain(eng))
+					end = uroce_rc_clock() + spin_ns;
+				now = uroce_rc_clock();
+				/* Deadlines (retransmit, t_ack, counters) come due while spinning,
+				 * and doorbells for new ones are not read: look every half spin. */
+				if (now - timers >= spin_ns / 2) {
+					run_timers(eng);
+					timers = now;
+				}
+			} while (now < end && !atomic_load(&eng->stop));
+		}
 		run_timers(eng);
 	}
 	return NULL;
