@@ -295,6 +295,12 @@ uint8_t *uroce_rc_local_ptr(struct uroce_qp *qp, const struct ibv_sge *sge, uint
 			    uint32_t len, unsigned need_access);
 enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
 				      unsigned need_access, uint8_t **out);
+/* [off, off + len) of an SGE list as pointers into registered memory (checked for
+ * @need_access): the number of pieces, 0 when more than @max are needed, or -1 with *err
+ * set (LOC_LEN past the list, LOC_PROT for a bad L_Key or range). */
+int uroce_rc_sge_iov(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		     uint32_t len, unsigned need_access, struct iovec *iov, unsigned max,
+		     enum uroce_rc_err *err);
 /* Copy between an SGE list and a flat buffer, starting @off bytes into the list.
  * 0 or the error (LOC_PROT / LOC_LEN). */
 enum uroce_rc_err uroce_rc_sge_copy(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge,
@@ -321,5 +327,8 @@ static inline struct uroce_rc *uroce_rc_of(const struct uroce_qp *qp)
 
 /* rc_resp.c: take the receive WQE for the current message (RC and UC responders). */
 bool uroce_rc_take_rwqe(struct uroce_rc *rc);
+/* rc_resp.c: complete the held receive WQE of the message @pkt ends (RC and UC: the
+ * completion's opcode, length, immediate and invalidated R_Key come from the packet). */
+void uroce_rc_complete_rwqe(struct uroce_rc *rc, const struct uroce_pkt *pkt, enum ibv_wc_status st);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "ipc/ipc.h"
 #include "transport/rc.h"
@@ -480,10 +481,12 @@ enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64
 	}
 }
 
-enum uroce_rc_err uroce_rc_sge_copy(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge,
-				    uint32_t off, uint8_t *buf, uint32_t len, bool to_sge)
+int uroce_rc_sge_iov(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		     uint32_t len, unsigned need_access, struct iovec *iov, unsigned max,
+		     enum uroce_rc_err *err)
 {
 	uint32_t i = 0;
+	unsigned cnt = 0;
 
 	while (i < nsge && off >= sge[i].length) {
 		off -= sge[i].length;
@@ -493,22 +496,51 @@ enum uroce_rc_err uroce_rc_sge_copy(struct uroce_qp *qp, const struct ibv_sge *s
 		uint32_t n;
 		uint8_t *p;
 
-		if (i >= nsge)
-			return UROCE_RC_ERR_LOC_LEN;
+		/* IBA 10.6.3.1: past the list is a length error, a bad L_Key or range a
+		 * protection error. */
+		if (i >= nsge) {
+			*err = UROCE_RC_ERR_LOC_LEN;
+			return -1;
+		}
+		if (cnt == max)
+			return 0;
 		n = sge[i].length - off;
 		if (n > len)
 			n = len;
-		p = uroce_rc_local_ptr(qp, &sge[i], off, n, to_sge ? IBV_ACCESS_LOCAL_WRITE : 0);
-		if (!p)
-			return UROCE_RC_ERR_LOC_PROT;
-		if (to_sge)
-			memcpy(p, buf, n);
-		else
-			memcpy(buf, p, n);
-		buf += n;
+		p = uroce_rc_local_ptr(qp, &sge[i], off, n, need_access);
+		if (!p) {
+			*err = UROCE_RC_ERR_LOC_PROT;
+			return -1;
+		}
+		iov[cnt].iov_base = p;
+		iov[cnt++].iov_len = n;
 		len -= n;
 		off = 0;
 		i++;
+	}
+	return (int)cnt;
+}
+
+enum uroce_rc_err uroce_rc_sge_copy(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge,
+				    uint32_t off, uint8_t *buf, uint32_t len, bool to_sge)
+{
+	enum uroce_rc_err err = UROCE_RC_ERR_NONE;
+	struct iovec iov[UROCE_MAX_SGE];
+	int cnt;
+
+	/* Each SGE gives at most one piece, and posting caps a WQE at UROCE_MAX_SGE. */
+	cnt = uroce_rc_sge_iov(qp, sge, nsge, off, len, to_sge ? IBV_ACCESS_LOCAL_WRITE : 0,
+			       iov, UROCE_MAX_SGE, &err);
+	if (cnt < 0)
+		return err;
+	if (cnt == 0 && len)
+		return UROCE_RC_ERR_LOC_LEN;
+	for (int k = 0; k < cnt; k++) {
+		if (to_sge)
+			memcpy(iov[k].iov_base, buf, iov[k].iov_len);
+		else
+			memcpy(buf, iov[k].iov_base, iov[k].iov_len);
+		buf += iov[k].iov_len;
 	}
 	return UROCE_RC_ERR_NONE;
 }

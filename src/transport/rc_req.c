@@ -120,47 +120,6 @@ static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
 	}
 }
 
-/* [off, off + len) of an SGE list as pointers into registered memory, for a send without
- * a copy into the packet buffer: the number of pieces, 0 when more than @max are needed
- * (the caller copies), or -1 with *err set (the checks of uroce_rc_sge_copy: LOC_LEN past
- * the list, LOC_PROT for a bad L_Key or range, IBA 10.6.3.1). */
-static int sge_pieces(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
-		      uint32_t len, struct iovec *iov, unsigned max, enum uroce_rc_err *err)
-{
-	uint32_t i = 0;
-	unsigned cnt = 0;
-
-	while (i < nsge && off >= sge[i].length) {
-		off -= sge[i].length;
-		i++;
-	}
-	while (len) {
-		uint32_t n;
-		uint8_t *p;
-
-		if (i >= nsge) {
-			*err = UROCE_RC_ERR_LOC_LEN;
-			return -1;
-		}
-		if (cnt == max)
-			return 0;
-		n = sge[i].length - off;
-		if (n > len)
-			n = len;
-		p = uroce_rc_local_ptr(qp, &sge[i], off, n, 0);
-		if (!p) {
-			*err = UROCE_RC_ERR_LOC_PROT;
-			return -1;
-		}
-		iov[cnt].iov_base = p;
-		iov[cnt++].iov_len = n;
-		len -= n;
-		off = 0;
-		i++;
-	}
-	return (int)cnt;
-}
-
 int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const struct iovec *data,
 			 unsigned ndata)
 {
@@ -286,8 +245,8 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 			/* The payload straight from the application's memory when the sink
 			 * takes pieces (one copy, into the kernel); else into the packet. */
 			if (rc->io.xmitv)
-				ndata = sge_pieces(qp, w->sge, w->num_sge, off, n, data,
-						   UROCE_RC_XMITV_MAX, &e);
+				ndata = uroce_rc_sge_iov(qp, w->sge, w->num_sge, off, n, 0, data,
+							 UROCE_RC_XMITV_MAX, &e);
 			if (ndata == 0)
 				e = uroce_rc_sge_copy(qp, w->sge, w->num_sge, off, pl, n, false);
 			if (ndata < 0 || e != UROCE_RC_ERR_NONE) {

@@ -116,7 +116,7 @@ bool uroce_rc_take_rwqe(struct uroce_rc *rc)
 	return true;
 }
 
-static void complete_rwqe(struct uroce_rc *rc, const struct uroce_pkt *pkt, enum ibv_wc_status st)
+void uroce_rc_complete_rwqe(struct uroce_rc *rc, const struct uroce_pkt *pkt, enum ibv_wc_status st)
 {
 	struct uroce_qp *qp = rc->qp;
 	struct ibv_wc wc = {
@@ -512,7 +512,7 @@ void uroce_rc_responder(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 			state = do_atomic(rc, &c);
 			break;
 		case UROCE_RESP_COMPLETE:
-			complete_rwqe(rc, pkt, IBV_WC_SUCCESS);
+			uroce_rc_complete_rwqe(rc, pkt, IBV_WC_SUCCESS);
 			state = UROCE_RESP_ACKNOWLEDGE;
 			break;
 		case UROCE_RESP_ACKNOWLEDGE:
@@ -524,7 +524,7 @@ void uroce_rc_responder(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		case UROCE_RESP_ERROR:
 			send_nak(rc, c.err, pkt->bth.psn);
 			if (rc->resp_has_rwqe)
-				complete_rwqe(rc, pkt, uroce_rc_err_table[c.err].status);
+				uroce_rc_complete_rwqe(rc, pkt, uroce_rc_err_table[c.err].status);
 			uroce_rc_fail(rc, c.err);
 			state = UROCE_RESP_DONE;
 			break;

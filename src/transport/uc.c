@@ -122,30 +122,6 @@ void uroce_uc_requester(struct uroce_qp *qp)
 
 enum { OPSEQ_NONE = 0, OPSEQ_SEND = 1, OPSEQ_WRITE = 2 };
 
-static void complete_recv(struct uroce_rc *rc, const struct uroce_pkt *pkt, enum ibv_wc_status st)
-{
-	struct uroce_qp *qp = rc->qp;
-	struct ibv_wc wc = {
-		.wr_id = rc->resp_rwqe->wr_id, .status = st, .qp_num = qp->qpx.qp_base.qp_num,
-		.src_qp = qp->attr.dest_qp_num, .opcode = IBV_WC_RECV,
-	};
-
-	if (st == IBV_WC_SUCCESS) {
-		if (pkt->op->mask & UROCE_OPF_WRITE) {
-			wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-			wc.byte_len = rc->resp_wr_total;
-		} else {
-			wc.byte_len = rc->resp_rcv_off;
-		}
-		if (pkt->op->mask & UROCE_OPF_IMM) {
-			wc.wc_flags |= IBV_WC_WITH_IMM;
-			wc.imm_data = htobe32(pkt->imm);
-		}
-	}
-	rc->resp_has_rwqe = false;
-	uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.recv_cq), &wc, st != IBV_WC_SUCCESS || pkt->bth.se);
-}
-
 /* Lose the message in progress: drop until the next FIRST/ONLY.  A held receive WQE stays
  * held and is rewound for the next SEND. */
 static void lose_message(struct uroce_rc *rc, enum uroce_rc_drop why)
@@ -232,7 +208,7 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		rc->resp_wr_left -= pl;
 		rc->resp_opseq = last ? OPSEQ_NONE : OPSEQ_WRITE;
 		if (last && (mask & UROCE_OPF_IMM))
-			complete_recv(rc, pkt, IBV_WC_SUCCESS);
+			uroce_rc_complete_rwqe(rc, pkt, IBV_WC_SUCCESS);
 		return;
 	}
 
@@ -249,7 +225,7 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		if (e != UROCE_RC_ERR_NONE) {
 			/* Too long for the receive WQE (or a bad local key): the WQE completes in
 			 * error and the rest of the message is dropped. */
-			complete_recv(rc, pkt, uroce_rc_err_table[e].status);
+			uroce_rc_complete_rwqe(rc, pkt, uroce_rc_err_table[e].status);
 			lose_message(rc, UROCE_RC_DROP_UD_RX_LEN);
 			return;
 		}
@@ -257,5 +233,5 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	rc->resp_rcv_off += pl;
 	rc->resp_opseq = last ? OPSEQ_NONE : OPSEQ_SEND;
 	if (last)
-		complete_recv(rc, pkt, IBV_WC_SUCCESS);
+		uroce_rc_complete_rwqe(rc, pkt, IBV_WC_SUCCESS);
 }
