@@ -29,6 +29,36 @@ wait_for() {
 	return 0
 }
 
+# run_pair SECS PORT "SERVER ARGS" "CLIENT ARGS": a Debian program pair under `uroce run`
+# ($UROCE), the server in $S and, once it listens on TCP PORT (the programs' out-of-band
+# exchange), the client in $C, each with a timeout of SECS; both outputs are printed.
+# Counts a failure (fail) for a server that never listens or a side that exits non-zero.
+# Needs $tmp (a scratch directory); $S and $C come from topo_setup.
+run_pair() {
+	_secs=$1 _port=$2 _srv=$3 _cli=$4
+	echo "== server: $S uroce run $_srv"
+	$S timeout "$_secs" "$UROCE" run $_srv >"$tmp/srv" 2>&1 &
+	_spid=$!
+	_listening() { $S ss -ltnH "sport = :$_port" | grep -q LISTEN; }
+	if ! wait_for 20 _listening; then
+		fail "server never listened"
+		kill $_spid 2>/dev/null
+		wait $_spid
+		cat "$tmp/srv"
+		return 1
+	fi
+	echo "== client: $C uroce run $_cli"
+	$C timeout "$_secs" "$UROCE" run $_cli >"$tmp/cli" 2>&1
+	_crc=$?
+	wait $_spid
+	_src=$?
+	echo "-- server output"; cat "$tmp/srv"
+	echo "-- client output"; cat "$tmp/cli"
+	[ $_crc -eq 0 ] || fail "client exited $_crc"
+	[ $_src -eq 0 ] || fail "server exited $_src"
+	[ $_crc -eq 0 ] && [ $_src -eq 0 ]
+}
+
 # Two-host topology of the transport tests (run under nsrun.sh, which gives a private
 # mount namespace):  [netns a: va 192.0.2.1] <--veth--> [netns b: vb 192.0.2.2], a device
 # uroce1 on each veth (each netns gets its own uroced, started by `uroce link add`), and

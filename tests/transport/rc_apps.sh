@@ -53,19 +53,6 @@ ib_*)      # ib_TOOL[-old]: perftest with -a (all sizes), small -n for CI time
 	echo "unknown case $CASE"; exit 2 ;;
 esac
 
-echo "== server: $S uroce run $srv"
-$S timeout 200 "$UROCE" run $srv >"$tmp/srv" 2>&1 &
-spid=$!
-listening() { $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
-wait_for 20 listening || fail "server never listened"
-echo "== client: $C uroce run $cli"
-$C timeout 200 "$UROCE" run $cli >"$tmp/cli" 2>&1
-crc=$?
-wait $spid
-src=$?
-echo "-- server output"; cat "$tmp/srv"
-echo "-- client output"; cat "$tmp/cli"
-[ $crc -eq 0 ] || fail "client exit $crc"
-[ $src -eq 0 ] || fail "server exit $src"
+run_pair 200 $port "$srv" "$cli"
 [ $fails -eq 0 ] && echo "PASS $TOPO $CASE"
 exit $([ $fails -eq 0 ] && echo 0 || echo 1)

@@ -11,8 +11,6 @@ UROCE=$1
 TOPO=$2
 CASE=$3
 . "$(dirname "$0")/../daemon/lib.sh"
-# lib.sh's fail() only counts; die() stops the test where going on makes no sense.
-die() { fail "$@"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UROCE_RC_STATS=1
@@ -47,19 +45,6 @@ ib_*)
 	echo "unknown case $CASE"; exit 2 ;;
 esac
 
-echo "== server: $S uroce run $srv"
-$S timeout 120 "$UROCE" run $srv >"$tmp/srv" 2>&1 &
-spid=$!
-listening() { $S ss -ltnH "sport = :$port" | grep -q LISTEN; }
-wait_for 20 listening || die "server never listened"
-echo "== client: $C uroce run $cli"
-$C timeout 120 "$UROCE" run $cli >"$tmp/cli" 2>&1
-crc=$?
-wait $spid
-src=$?
-echo "-- server output"; cat "$tmp/srv"
-echo "-- client output"; cat "$tmp/cli"
-[ $crc -eq 0 ] || die "client exited $crc"
-[ $src -eq 0 ] || die "server exited $src"
+run_pair 120 $port "$srv" "$cli"
 [ $fails -eq 0 ] || exit 1
 echo PASS
