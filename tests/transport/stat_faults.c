@@ -51,6 +51,7 @@
 static const char *who = "?";
 #define DIE(...) do { fprintf(stderr, "stat_faults %s: ", who); fprintf(stderr, __VA_ARGS__); \
 		      fputc('\n', stderr); exit(1); } while (0)
+#include "rc_pair.h"
 
 struct peer {
 	uint32_t qpn, psn, rkey;
@@ -77,18 +78,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void xfer(int fd, void *p, size_t n, bool out)
-{
-	while (n) {
-		ssize_t r = out ? write(fd, p, n) : read(fd, p, n);
-
-		if (r <= 0)
-			DIE("socketpair %s: %s", out ? "write" : "read", r ? strerror(errno) : "EOF");
-		p = (char *)p + r;
-		n -= (size_t)r;
-	}
 }
 
 static void barrier(struct node *n)
@@ -181,32 +170,10 @@ static void setup(struct node *n)
 
 static void connect_qp(struct node *n)
 {
-	struct ibv_qp_attr a = { 0 };
-
 	xfer(n->sock, &n->me, sizeof(n->me), true);
 	xfer(n->sock, &n->other, sizeof(n->other), false);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = n->other.qpn;
-	a.rq_psn = n->other.psn;
-	a.max_dest_rd_atomic = 16;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = n->other.gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		DIE("to rtr: %s", strerror(errno));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 8;                   /* 1 ms: quick recovery under faults */
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = n->me.psn;
-	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		DIE("to rts: %s", strerror(errno));
+	/* timeout 8: 1 ms, quick recovery under faults; retry forever */
+	rc_pair_connect(n->qp, n->other.qpn, n->other.psn, &n->other.gid, n->me.psn, 8, 7);
 }
 
 /* One completion within the limit (busy polling: ibv_poll_cq also drives the engine).
