@@ -120,11 +120,10 @@ static int post_send(struct node *n, enum ibv_wr_opcode op, uint64_t id, void *a
 	return ibv_post_send(n->qp, &wr, &bad);
 }
 
-static void setup(struct node *n)
+/* The first device, a PD, a CQ of @cqe entries and a registered buffer of @len bytes. */
+static void open_resources(struct node *n, int cqe, size_t len, int access)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_qp_init_attr qa = { 0 };
-	struct ibv_qp_attr a = { 0 };
 
 	if (!list || !list[0])
 		DIE("no device");
@@ -133,16 +132,24 @@ static void setup(struct node *n)
 	if (!n->ctx)
 		DIE("open device");
 	n->pd = ibv_alloc_pd(n->ctx);
-	n->cq = ibv_create_cq(n->ctx, 2 * (NRECV + WINDOW) + 16, NULL, NULL, 0);
-	n->len = (size_t)(NRECV + 1) * MSG + BIG;
+	n->cq = ibv_create_cq(n->ctx, cqe, NULL, NULL, 0);
+	n->len = len;
 	n->buf = aligned_alloc(4096, (n->len + 4095) & ~(size_t)4095);
 	if (!n->buf)
 		DIE("buffer");
 	memset(n->buf, 0x5a, n->len);
-	n->mr = ibv_reg_mr(n->pd, n->buf, n->len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			   IBV_ACCESS_REMOTE_READ);
+	n->mr = ibv_reg_mr(n->pd, n->buf, n->len, access);
 	if (!n->pd || !n->cq || !n->mr)
 		DIE("pd/cq/mr");
+}
+
+static void setup(struct node *n)
+{
+	struct ibv_qp_init_attr qa = { 0 };
+	struct ibv_qp_attr a = { 0 };
+
+	open_resources(n, 2 * (NRECV + WINDOW) + 16, (size_t)(NRECV + 1) * MSG + BIG,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	qa.send_cq = qa.recv_cq = n->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = WINDOW + 8;
@@ -427,26 +434,10 @@ static void run_sqd(struct node *n, bool parent)
 
 static void setup_ud(struct node *n)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_qp_init_attr qa = { 0 };
 	struct ibv_qp_attr a = { 0 };
 
-	if (!list || !list[0])
-		DIE("no device");
-	n->ctx = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	if (!n->ctx)
-		DIE("open device");
-	n->pd = ibv_alloc_pd(n->ctx);
-	n->cq = ibv_create_cq(n->ctx, 64, NULL, NULL, 0);
-	n->len = (size_t)(NRECV + 1) * MSG;
-	n->buf = aligned_alloc(4096, n->len);
-	if (!n->buf)
-		DIE("buffer");
-	memset(n->buf, 0x5a, n->len);
-	n->mr = ibv_reg_mr(n->pd, n->buf, n->len, IBV_ACCESS_LOCAL_WRITE);
-	if (!n->pd || !n->cq || !n->mr)
-		DIE("pd/cq/mr");
+	open_resources(n, 64, (size_t)(NRECV + 1) * MSG, IBV_ACCESS_LOCAL_WRITE);
 	qa.send_cq = qa.recv_cq = n->cq;
 	qa.qp_type = IBV_QPT_UD;
 	qa.cap.max_send_wr = 8;
