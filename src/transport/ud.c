@@ -122,19 +122,7 @@ void uroce_ud_uc_sq_error(struct uroce_qp *qp)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	qp->attr.qp_state = IBV_QPS_SQE;
-	qp->qpx.qp_base.state = IBV_QPS_SQE;
-	for (; qp->sq.head != qp->sq.tail; qp->sq.head++) {
-		const struct uroce_wqe *w = uroce_wq_slot(&qp->sq, qp->sq.head);
-		bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-		struct ibv_wc wc = {
-			.wr_id = w->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-			.opcode = write ? IBV_WC_RDMA_WRITE : IBV_WC_SEND,
-			.qp_num = qp->qpx.qp_base.qp_num,
-		};
-
-		uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.send_cq), &wc, false);
-	}
+	uroce_qp_sq_error_locked(qp);
 	if (rc)
 		rc->req_idx = rc->sent_idx = qp->sq.head;
 }

@@ -510,15 +510,25 @@ void uroce_qp_error(struct uroce_qp *qp, enum ibv_event_type event)
 		uroce_async_event_post(qp->uctx, event, &qp->qpx.qp_base, 0);
 }
 
+void uroce_qp_sq_error_locked(struct uroce_qp *qp)
+{
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	qp->attr.qp_state = IBV_QPS_SQE;
+	qp->qpx.qp_base.state = IBV_QPS_SQE;
+	flush_sq_range(qp, qp->sq.head, qp->sq.tail);
+	qp->sq.head = qp->sq.tail;
+}
+
 void uroce_qp_sq_error(struct uroce_qp *qp)
 {
 	pthread_mutex_lock(&qp->lock);
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_RC) {
 		enter_error(qp);
-	} else if (qp->attr.qp_state == IBV_QPS_RTS || qp->attr.qp_state == IBV_QPS_SQD) {
-		qp->attr.qp_state = IBV_QPS_SQE;
-		qp->qpx.qp_base.state = IBV_QPS_SQE;
-		flush_sq(qp);
+	} else {
+		pthread_mutex_lock(&qp->sq.lock);
+		uroce_qp_sq_error_locked(qp);
+		pthread_mutex_unlock(&qp->sq.lock);
 	}
 	pthread_mutex_unlock(&qp->lock);
 }

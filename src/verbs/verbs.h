@@ -385,6 +385,9 @@ void uroce_qp_ex_init_ops(struct uroce_qp *qp);
  * that failed is completed by the caller, with its error status, before the call. */
 void uroce_qp_error(struct uroce_qp *qp, enum ibv_event_type event);
 void uroce_qp_sq_error(struct uroce_qp *qp);
+/* The UC/UD part of uroce_qp_sq_error for a caller that holds qp->lock and sq.lock (the
+ * requester): RTS/SQD -> SQ Error, the send queue flushed. */
+void uroce_qp_sq_error_locked(struct uroce_qp *qp);
 
 /* The IBTA QP state machine (IBA 10.3.1, 11.2.4.2): is `mask` a legal set of
  * attributes for cur → next on a QP of `type`?  (qp_state.c) */
