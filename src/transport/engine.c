@@ -188,7 +188,7 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 		return 0;
 	}
 	pthread_mutex_lock(&found->lock);
-	/* QP-type dispatch: RC here; UC and UD engines (issue #5) plug in the same way. */
+	/* QP-type dispatch: each service type has its own input (rc_resp/rc_comp, uc.c, ud.c). */
 	switch (found->qpx.qp_base.qp_type) {
 	case IBV_QPT_RC: {
 		/* ACKs, READ responses, and the requests an ACK lets go leave together. */
