@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -54,6 +55,13 @@ struct uroce_engine {
 	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
 	atomic_bool batch_acks;          /* a QP holds an ACK until the receive batch ends */
 	uint64_t pub_due;                /* next counters publish (rc_qp.h); progress thread only */
+	/* The poll lease (see POLL_LEASE_US): when an application thread last busy-polled
+	 * (ns, 0 = it stopped), and whether the progress thread took the socket out of its
+	 * epoll set because of it (written by the progress thread only). */
+	_Atomic uint64_t poll_stamp;
+	atomic_bool sock_off;
+	uint64_t lease_ns;
+	uint64_t next_due;               /* earliest deadline run_timers found; progress thread only */
 };
 
 /* `uroce stat` reads QP counters from shared memory: publish them this often while they
@@ -86,13 +94,6 @@ static bool env_off(const char *name)
 	const char *v = getenv(name);
 
 	return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"));
-}
-
-static bool env_on(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"));
 }
 
 /* Set on the progress thread: it re-arms the timerfd itself after each drain (run_timers),
@@ -267,8 +268,7 @@ static int drain(struct uroce_engine *eng)
 static void run_timers(struct uroce_engine *eng)
 {
 	struct uroce_context *ctx = eng->ctx;
-	uint64_t now = uroce_rc_clock(), next = 0, armed;
-	struct itimerspec its = { 0 };
+	uint64_t now = uroce_rc_clock(), next = 0;
 	bool publish = now >= eng->pub_due, changed = false;
 
 	pthread_mutex_lock(&ctx->lock);
@@ -304,17 +304,26 @@ static void run_timers(struct uroce_engine *eng)
 		eng->pub_due = now + ENG_PUBLISH_NS;
 	if ((changed || !publish) && (!next || eng->pub_due < next))
 		next = eng->pub_due;
-	/* timerfd_settime costs a system call (and kernel locking) per wake-up, and most
-	 * wake-ups leave the earliest deadline where it was.  Set it only when it must move
-	 * earlier, or when nothing is armed (it expired).  A deadline that moved later or went
-	 * away (every PSN acknowledged) is left armed: the thread then wakes once for nothing
-	 * and re-arms here.  That also spares the doorbell of eng_timer when the next post
-	 * re-arms the retransmit timer after an ACK emptied the window (one message at a
-	 * time), since its new deadline is later than the one still armed. */
+	eng->next_due = next;
+}
+
+/* Set the timerfd for @next (0: nothing due).  timerfd_settime costs a system call (and
+ * kernel locking) per wake-up, and most wake-ups leave the earliest deadline where it was.
+ * Set it only when it must move earlier, or when nothing is armed (it expired).  A
+ * deadline that moved later or went away (every PSN acknowledged) is left armed: the
+ * thread then wakes once for nothing and re-arms here.  That also spares the doorbell of
+ * eng_timer when the next post re-arms the retransmit timer after an ACK emptied the
+ * window (one message at a time), since its new deadline is later than the one still
+ * armed. */
+static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
+{
+	struct itimerspec its = { 0 };
+	uint64_t armed;
+
 	if (!next)
 		return;
 	armed = atomic_load(&eng->armed);
-	if (armed && armed <= next && armed > now)
+	if (armed && armed <= next && armed > uroce_rc_clock())
 		return;
 	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
 	its.it_value.tv_nsec = (long)(next % 1000000000ull);
@@ -333,6 +342,82 @@ static void run_timers(struct uroce_engine *eng)
 #define RX_SPIN_US 100
 #define RX_SPIN_MIN_PKTS 16
 
+/* The poll lease.  An application thread that busy-polls an empty CQ drains the socket
+ * itself (uroce_transport_poll), and finds a datagram within a poll or two of its arrival.
+ * If the progress thread also waits on the socket, every arrival wakes it too -- on the
+ * application's CPU, where it preempts the poller, finds the datagram taken or takes it
+ * first: a context switch or two in the middle of each half round trip, which was most
+ * of ib_write_lat's time.  So while an application thread busy-polls, the progress thread
+ * takes the socket out of its epoll set and sleeps (timers and doorbells still wake it)
+ * until POLL_LEASE_US after the last busy poll; then it waits on the socket again.  A
+ * thread that stops polling to sleep says so (ibv_req_notify_cq, ibv_get_cq_event:
+ * uroce_transport_will_sleep) and gives the socket back at once; one that stops without
+ * a word (perftest spinning on a memory byte) leaves datagrams to the progress thread
+ * at most POLL_LEASE_US late.  UROCE_POLL_LEASE_US=N overrides it, 0 turns it off. */
+#define POLL_LEASE_US 200
+/* Empty polls at most this far apart make a busy-polling thread; an application polling
+ * once after each completion event does not take the lease. */
+#define POLL_SPIN_GAP_NS 20000ull
+
+/* Put the socket into the progress thread's epoll set, or take it out (events 0).  A
+ * socket put back with data queued reports it at the next epoll_wait. */
+static void sock_watch(struct uroce_engine *eng, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLET : 0 };
+
+	ev.data.fd = uroce_netio_fd(eng->nio);
+	epoll_ctl(eng->epfd, EPOLL_CTL_MOD, ev.data.fd, &ev);
+	atomic_store(&eng->sock_off, !on);
+}
+
+/* epoll_wait of the progress thread, under the poll lease: without the socket and until
+ * the lease ends while an application thread busy-polls, with it and without a timeout
+ * otherwise. */
+static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev)
+{
+	uint64_t st = atomic_load(&eng->poll_stamp), now = 0;
+	struct timespec ts, *tp = NULL;
+
+	if (eng->lease_ns && st) {
+		now = uroce_rc_clock();
+		if (now - st < eng->lease_ns) {
+			if (!atomic_load(&eng->sock_off)) {
+				sock_watch(eng, false);
+				/* A will_sleep that ran before sock_off was set saw it clear
+				 * and rang no doorbell: look at the stamp once more (both
+				 * sides store before they load, seq_cst). */
+				st = atomic_load(&eng->poll_stamp);
+			}
+			if (st && now - st < eng->lease_ns) {
+				/* Deadlines are met by this timeout, not the timerfd: a
+				 * deadline set by an application thread meanwhile rings no
+				 * doorbell (eng_timer) and waits at most for the lease's end. */
+				uint64_t end = st + eng->lease_ns;
+				uint64_t left;
+
+				if (eng->next_due && eng->next_due < end)
+					end = eng->next_due;
+				left = end > now ? end - now : 0;
+
+				ts.tv_sec = (time_t)(left / 1000000000ull);
+				ts.tv_nsec = (long)(left % 1000000000ull);
+				tp = &ts;
+			}
+		}
+	}
+	if (!tp) {
+		if (atomic_load(&eng->sock_off)) {
+			/* Back on the socket.  A deadline an application thread set while
+			 * sock_off was still true rang no doorbell: collect it now (it
+			 * stored its deadline under the QP's lock before it read sock_off). */
+			sock_watch(eng, true);
+			run_timers(eng);
+		}
+		arm_timerfd(eng, eng->next_due);
+	}
+	return epoll_pwait2(eng->epfd, ev, nev, tp, NULL);
+}
+
 static void *progress_thread(void *arg)
 {
 	struct uroce_engine *eng = arg;
@@ -342,8 +427,11 @@ static void *progress_thread(void *arg)
 	int got;
 
 	on_progress_thread = true;
+	/* The lease's timeouts are tens of microseconds: the default slack (50 us) would
+	 * double them. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (!atomic_load(&eng->stop)) {
-		int n = epoll_wait(eng->epfd, ev, 4, -1);
+		int n = wait_events(eng, ev, 4);
 		uint64_t v;
 
 		if (n < 0 && errno != EINTR)
@@ -437,6 +525,11 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		return -ENOMEM;
 	eng->ctx = ctx;
 	eng->epfd = eng->tfd = eng->efd = -1;
+	{
+		const char *v = getenv("UROCE_POLL_LEASE_US");
+
+		eng->lease_ns = (v ? strtoull(v, NULL, 10) : POLL_LEASE_US) * 1000ull;
+	}
 	ret = uroce_netio_open(ctx, &eng->nio);
 	if (ret)
 		goto err;
@@ -542,8 +635,10 @@ static void eng_timer(void *arg, uint64_t deadline)
 {
 	struct engine_qp *eq = arg;
 
-	/* Wake the thread only when the new deadline is earlier than what it sleeps for. */
-	if (on_progress_thread)
+	/* Wake the thread only when the new deadline is earlier than what it sleeps for.  The
+	 * progress thread re-arms after each drain; under the poll lease it wakes by the
+	 * lease's end and finds the new deadline then (wait_events). */
+	if (on_progress_thread || atomic_load(&eq->eng->sock_off))
 		return;
 	if (!eq->eng->armed || deadline < eq->eng->armed)
 		doorbell(eq->eng);
@@ -673,10 +768,10 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
-	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=1: the timed
-	 * deferral too (rc_resp.c acknowledge). */
+	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=0: no timed
+	 * deferral behind the QP's next request (rc_resp.c acknowledge). */
 	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");
-	io.defer_timed = io.defer_acks && env_on("UROCE_ACK_DEFER");
+	io.defer_timed = io.defer_acks && !env_off("UROCE_ACK_DEFER");
 	io.timer = eng_timer;
 	io.release = eng_release;
 	io.arg = eq;
@@ -771,7 +866,9 @@ void uroce_transport_poll(struct uroce_context *ctx)
 {
 	static _Thread_local int every = -1;    /* POLL_IDLE_YIELD, or 0 if turned off */
 	static _Thread_local int idle;          /* empty drains in a row, this thread */
+	static _Thread_local uint64_t last_empty; /* when this thread last drained nothing */
 	struct uroce_engine *eng = ctx->transport;
+	uint64_t now;
 	const char *v;
 	int got;
 
@@ -792,6 +889,13 @@ void uroce_transport_poll(struct uroce_context *ctx)
 		idle = 0;
 		return;
 	}
+	/* Two empty drains close together: this thread busy-polls; renew the lease. */
+	if (eng->lease_ns) {
+		now = uroce_rc_clock();
+		if (now - last_empty < POLL_SPIN_GAP_NS)
+			atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
+		last_empty = now;
+	}
 	if (every < 0) {
 		v = getenv("UROCE_POLL_YIELD");
 		every = v ? atoi(v) : POLL_IDLE_YIELD;
@@ -802,6 +906,17 @@ void uroce_transport_poll(struct uroce_context *ctx)
 		idle = 0;
 		sched_yield();
 	}
+}
+
+void uroce_transport_will_sleep(struct uroce_context *ctx)
+{
+	struct uroce_engine *eng = ctx ? ctx->transport : NULL;
+
+	if (!eng || !eng->lease_ns || !atomic_load_explicit(&eng->poll_stamp, memory_order_relaxed))
+		return;
+	atomic_store(&eng->poll_stamp, 0);
+	if (atomic_load(&eng->sock_off))
+		doorbell(eng);
 }
 
 void uroce_transport_ctx_close(struct uroce_context *ctx)

@@ -372,7 +372,7 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 	/* A deferred ACK follows the request packets just sent (rc_resp.c, acknowledge). */
 	if (rc->io.defer_timed && rc->req_psn != start_psn)
 		rc->last_req = uroce_rc_clock();
-	if (rc->ack_pending)
+	if (rc->ack_pending && rc->req_psn != start_psn)
 		uroce_rc_flush_ack(rc);
 	if (!sq_locked)
 		pthread_mutex_unlock(&qp->sq.lock);

@@ -65,6 +65,9 @@ int uroce_comp_channel_destroy(struct uroce_comp_channel *ch)
 
 int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cqp)
 {
+	/* This thread is going to sleep, not busy-poll (engine.c, the poll lease). */
+	if (ch->ch.context)
+		uroce_transport_will_sleep(uroce_ctx_from_ib(ch->ch.context));
 	for (;;) {
 		char token;
 		ssize_t r = read(ch->ch.fd, &token, 1);

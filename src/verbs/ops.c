@@ -34,7 +34,10 @@ static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
-	return -uroce_cq_arm(uroce_cq_from_ib(cq), solicited_only);
+	struct uroce_cq *ucq = uroce_cq_from_ib(cq);
+
+	uroce_transport_will_sleep(ucq->uctx);
+	return -uroce_cq_arm(ucq, solicited_only);
 }
 
 static int op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)

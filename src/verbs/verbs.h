@@ -418,12 +418,15 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
  *   requester; false when the QP has no engine (the post then fails with EOPNOTSUPP).
  * uroce_transport_unlock_qp: releases qp->lock and raises an error the engine found.
  * uroce_transport_poll: drain received packets without blocking (ibv_poll_cq on empty).
+ * uroce_transport_will_sleep: an application thread is about to wait for a completion
+ *   event (ibv_req_notify_cq, ibv_get_cq_event): it no longer busy-polls.
  * uroce_transport_ctx_close: stop the progress thread, close the data path. */
 int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
 void uroce_transport_qp_destroy(struct uroce_qp *qp);
 bool uroce_transport_post(struct uroce_qp *qp);
 void uroce_transport_unlock_qp(struct uroce_qp *qp);
 void uroce_transport_poll(struct uroce_context *ctx);
+void uroce_transport_will_sleep(struct uroce_context *ctx);
 void uroce_transport_ctx_close(struct uroce_context *ctx);
 /* ibv_attach_mcast / ibv_detach_mcast of a UD QP (transport/mcast.h): 0, -EINVAL (not UD,
  * not a multicast GID), -ENOENT (detach: not attached), -errno of the socket join. */
