@@ -370,6 +370,24 @@ static void sock_watch(struct uroce_engine *eng, bool on)
 	atomic_store(&eng->sock_off, !on);
 }
 
+/* epoll_pwait2 (Linux 5.11) takes the lease's microseconds; where it is missing (older
+ * kernels, valgrind) epoll_wait rounds the timeout up to a millisecond. */
+static int epoll_wait_ts(struct uroce_engine *eng, struct epoll_event *ev, int nev,
+			 const struct timespec *tp)
+{
+	static atomic_bool no_pwait2;
+	int n;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = epoll_pwait2(eng->epfd, ev, nev, tp, NULL);
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store(&no_pwait2, true);
+	}
+	return epoll_wait(eng->epfd, ev, nev,
+			  tp ? (int)(tp->tv_sec * 1000 + (tp->tv_nsec + 999999) / 1000000) : -1);
+}
+
 /* epoll_wait of the progress thread, under the poll lease: without the socket and until
  * the lease ends while an application thread busy-polls, with it and without a timeout
  * otherwise. */
@@ -415,7 +433,7 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 		}
 		arm_timerfd(eng, eng->next_due);
 	}
-	return epoll_pwait2(eng->epfd, ev, nev, tp, NULL);
+	return epoll_wait_ts(eng, ev, nev, tp);
 }
 
 static void *progress_thread(void *arg)
