@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -62,6 +63,10 @@ struct uroce_engine {
 	atomic_bool sock_off;
 	uint64_t lease_ns;
 	uint64_t next_due;               /* earliest deadline run_timers found; progress thread only */
+	/* Datagrams drained by the progress thread and by application threads (ibv_poll_cq):
+	 * with UROCE_ENGINE_STATS=1, printed to stderr when the context closes, so a test can
+	 * see who did the receiving (tests/transport/rc_lease.c). */
+	_Atomic uint64_t rx_progress, rx_app;
 };
 
 /* `uroce stat` reads QP counters from shared memory: publish them this often while they
@@ -251,6 +256,10 @@ static void flush_batch_acks(struct uroce_engine *eng)
 static int poll_batch(struct uroce_engine *eng)
 {
 	int n = uroce_netio_poll(eng->nio, 64, rx_one, eng);
+
+	if (n > 0)
+		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
+					  (uint64_t)n, memory_order_relaxed);
 
 	flush_batch_acks(eng);
 	return n;
@@ -954,6 +963,10 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 	atomic_store(&eng->stop, true);
 	doorbell(eng);
 	pthread_join(eng->thread, NULL);
+	if (getenv("UROCE_ENGINE_STATS"))
+		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu\n", (int)getpid(),
+			(unsigned long long)atomic_load(&eng->rx_app),
+			(unsigned long long)atomic_load(&eng->rx_progress));
 	uroce_netio_close(eng->nio);
 	close(eng->epfd);
 	close(eng->tfd);
