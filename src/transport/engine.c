@@ -62,7 +62,11 @@ struct uroce_engine {
 	_Atomic uint64_t poll_stamp;
 	atomic_bool sock_off;
 	uint64_t lease_ns;
-	uint64_t next_due;               /* earliest deadline run_timers found; progress thread only */
+	/* The earliest deadline of any QP as far as known (0 = none): run_timers stores what it
+	 * found, eng_timer lowers it for a deadline set since.  The progress thread sleeps
+	 * until it under the lease, and a busy-polling application thread runs the timers
+	 * itself once it has passed (uroce_transport_poll). */
+	_Atomic uint64_t due_hint;
 	/* Datagrams drained by the progress thread and by application threads (ibv_poll_cq):
 	 * with UROCE_ENGINE_STATS=1, printed to stderr when the context closes, so a test can
 	 * see who did the receiving (tests/transport/rc_lease.c). */
@@ -274,11 +278,27 @@ static int drain(struct uroce_engine *eng)
 	return total + n;
 }
 
+/* Lower eng->due_hint to @d (0: nothing). */
+static void due_hint_min(struct uroce_engine *eng, uint64_t d)
+{
+	uint64_t cur = atomic_load(&eng->due_hint);
+
+	while (d && (!cur || d < cur) && !atomic_compare_exchange_weak(&eng->due_hint, &cur, d))
+		;
+}
+
+/* Run every QP's due timers and find the next deadline.  The progress thread also
+ * publishes the counters (pub_due is its own); an application thread polling under the
+ * lease runs only the timers. */
 static void run_timers(struct uroce_engine *eng)
 {
 	struct uroce_context *ctx = eng->ctx;
 	uint64_t now = uroce_rc_clock(), next = 0;
-	bool publish = now >= eng->pub_due, changed = false;
+	bool publish = on_progress_thread && now >= eng->pub_due, changed = false;
+
+	/* Deadlines set from here on lower the hint again (eng_timer); what the walk finds is
+	 * merged in at the end. */
+	atomic_store(&eng->due_hint, 0);
 
 	pthread_mutex_lock(&ctx->lock);
 	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
@@ -311,9 +331,9 @@ static void run_timers(struct uroce_engine *eng)
 	 * publish finds nothing changed, no more wake-ups for it. */
 	if (publish)
 		eng->pub_due = now + ENG_PUBLISH_NS;
-	if ((changed || !publish) && (!next || eng->pub_due < next))
+	if (on_progress_thread && (changed || !publish) && (!next || eng->pub_due < next))
 		next = eng->pub_due;
-	eng->next_due = next;
+	due_hint_min(eng, next);
 }
 
 /* Set the timerfd for @next (0: nothing due).  timerfd_settime costs a system call (and
@@ -422,8 +442,10 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 				uint64_t end = st + eng->lease_ns;
 				uint64_t left;
 
-				if (eng->next_due && eng->next_due < end)
-					end = eng->next_due;
+				uint64_t due = atomic_load(&eng->due_hint);
+
+				if (due && due < end)
+					end = due;
 				left = end > now ? end - now : 0;
 
 				ts.tv_sec = (time_t)(left / 1000000000ull);
@@ -440,7 +462,7 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 			sock_watch(eng, true);
 			run_timers(eng);
 		}
-		arm_timerfd(eng, eng->next_due);
+		arm_timerfd(eng, atomic_load(&eng->due_hint));
 	}
 	return epoll_wait_ts(eng, ev, nev, tp);
 }
@@ -662,9 +684,11 @@ static void eng_timer(void *arg, uint64_t deadline)
 {
 	struct engine_qp *eq = arg;
 
+	due_hint_min(eq->eng, deadline);
 	/* Wake the thread only when the new deadline is earlier than what it sleeps for.  The
-	 * progress thread re-arms after each drain; under the poll lease it wakes by the
-	 * lease's end and finds the new deadline then (wait_events). */
+	 * progress thread re-arms after each drain.  Under the poll lease the busy-polling
+	 * thread runs the timers once due_hint has passed, and the progress thread wakes by
+	 * the lease's end at the latest (wait_events). */
 	if (on_progress_thread || atomic_load(&eq->eng->sock_off))
 		return;
 	if (!eq->eng->armed || deadline < eq->eng->armed)
@@ -916,12 +940,18 @@ void uroce_transport_poll(struct uroce_context *ctx)
 		idle = 0;
 		return;
 	}
-	/* Two empty drains close together: this thread busy-polls; renew the lease. */
+	/* Two empty drains close together: this thread busy-polls; renew the lease, and run
+	 * the timers that came due (retransmission, RNR retry, a deferred ACK): under the
+	 * lease the progress thread does not wake for them. */
 	if (eng->lease_ns) {
+		uint64_t due = atomic_load_explicit(&eng->due_hint, memory_order_relaxed);
+
 		now = uroce_rc_clock();
 		if (now - last_empty < POLL_SPIN_GAP_NS)
 			atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
 		last_empty = now;
+		if (due && now >= due && atomic_load(&eng->sock_off))
+			run_timers(eng);
 	}
 	if (every < 0) {
 		v = getenv("UROCE_POLL_YIELD");

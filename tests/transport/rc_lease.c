@@ -1,0 +1,338 @@
+/* rc_lease.c — the poll lease (src/transport/engine.c): while an application thread
+ * busy-polls its CQ, the progress thread leaves the receive socket to it.  Two processes,
+ * plain verbs, one RC QP each, connected over a socketpair; the parent is the client.
+ *
+ *   rc_lease poll    lease 10 s.  2000 SEND ping-pongs, both sides busy-polling their CQ:
+ *                    each side's application thread must have drained every datagram of
+ *                    the exchange (its progress thread at most the few of the start, before
+ *                    the first busy polls took the lease), read from UROCE_ENGINE_STATS.
+ *   rc_lease stop    lease 200 ms.  After 100 busy-polled ping-pongs the client stops calling
+ *                    verbs and spins on a byte of its memory, as ib_write_lat does; the
+ *                    server RDMA-WRITEs it.  The write must land (placed by the client's
+ *                    progress thread once the lease ran out) within 10 s, or the lease never
+ *                    gives the socket back.
+ *   rc_lease sleep   lease 10 s.  After 100 busy-polled ping-pongs the client arms its CQ
+ *                    (ibv_req_notify_cq) and waits on the completion channel; the server
+ *                    sends.  The event must come within 5 s, long before the lease would
+ *                    run out.  The arm ends the lease (uroce_transport_will_sleep) and the
+ *                    event follows in well under a millisecond (printed); without that the
+ *                    progress thread would still drain at its next timer wake-up (the
+ *                    counters' publish, every 200 ms while they move), so this mode checks
+ *                    that the event comes, not how soon.
+ *
+ * Exit 0 on success; every failure says what.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *who = "?";
+#define DIE(...) do { fprintf(stderr, "rc_lease %s: ", who); fprintf(stderr, __VA_ARGS__); \
+		      fputc('\n', stderr); exit(1); } while (0)
+#include "rc_pair.h"
+
+#define MSG 64                       /* SEND size */
+#define SPIN_OFF 4096                /* the byte the client spins on (stop) */
+#define BUF_LEN 8192
+
+struct peer {
+	uint32_t qpn, psn, rkey;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+struct node {
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	struct peer me, other;
+	int sock;
+	unsigned pending[3];             /* completions polled but not yet waited for, by wr_id */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void open_node(struct node *n, int sock, uint32_t psn)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr qia = { 0 };
+	struct ibv_qp_attr a = { 0 };
+
+	if (!list || !list[0])
+		DIE("no device");
+	n->sock = sock;
+	n->ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!n->ctx)
+		DIE("open: %s", strerror(errno));
+	n->ch = ibv_create_comp_channel(n->ctx);
+	n->pd = ibv_alloc_pd(n->ctx);
+	n->cq = n->ch && n->pd ? ibv_create_cq(n->ctx, 64, NULL, n->ch, 0) : NULL;
+	n->buf = calloc(1, BUF_LEN);
+	if (!n->cq || !n->buf)
+		DIE("resources: %s", strerror(errno));
+	n->mr = ibv_reg_mr(n->pd, n->buf, BUF_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!n->mr)
+		DIE("reg_mr: %s", strerror(errno));
+	qia.send_cq = qia.recv_cq = n->cq;
+	qia.qp_type = IBV_QPT_RC;
+	qia.cap.max_send_wr = qia.cap.max_recv_wr = 16;
+	qia.cap.max_send_sge = qia.cap.max_recv_sge = 1;
+	n->qp = ibv_create_qp(n->pd, &qia);
+	if (!n->qp)
+		DIE("create_qp: %s", strerror(errno));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(n->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		DIE("to init: %s", strerror(errno));
+	if (ibv_query_gid(n->ctx, 1, 0, &n->me.gid))
+		DIE("query_gid");
+	n->me.qpn = n->qp->qp_num;
+	n->me.psn = psn;
+	n->me.rkey = n->mr->rkey;
+	n->me.addr = (uintptr_t)n->buf;
+	xfer(sock, &n->me, sizeof(n->me), true);
+	xfer(sock, &n->other, sizeof(n->other), false);
+	rc_pair_connect(n->qp, n->other.qpn, n->other.psn, &n->other.gid, n->me.psn, 14, 7);
+}
+
+static void post_recv(struct node *n)
+{
+	struct ibv_sge sge = { (uintptr_t)n->buf, MSG, n->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(n->qp, &wr, &bad))
+		DIE("post_recv: %s", strerror(errno));
+}
+
+static void post_send(struct node *n, enum ibv_wr_opcode op, size_t off)
+{
+	struct ibv_sge sge = { (uintptr_t)n->buf + MSG, MSG, n->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (op == IBV_WR_RDMA_WRITE) {
+		sge.length = 1;
+		wr.wr.rdma.remote_addr = n->other.addr + off;
+		wr.wr.rdma.rkey = n->other.rkey;
+	}
+	if (ibv_post_send(n->qp, &wr, &bad))
+		DIE("post_send: %s", strerror(errno));
+}
+
+/* Busy-poll the CQ until a completion with @wr_id (1 send, 2 receive) has come (10 s at
+ * most); completions of the other kind are kept for their own wait. */
+static void wait_wc(struct node *n, uint64_t wr_id)
+{
+	uint64_t deadline = now_ns() + 10000000000ull;
+	struct ibv_wc wc;
+
+	for (;;) {
+		int r;
+
+		if (n->pending[wr_id]) {
+			n->pending[wr_id]--;
+			return;
+		}
+		r = ibv_poll_cq(n->cq, 1, &wc);
+		if (r < 0)
+			DIE("poll_cq");
+		if (r == 1) {
+			if (wc.status != IBV_WC_SUCCESS || wc.wr_id < 1 || wc.wr_id > 2)
+				DIE("wr %llu: %s", (unsigned long long)wc.wr_id,
+				    ibv_wc_status_str(wc.status));
+			n->pending[wc.wr_id]++;
+			continue;
+		}
+		if (now_ns() > deadline)
+			DIE("no completion for wr %llu in 10 s", (unsigned long long)wr_id);
+	}
+}
+
+/* @iters SEND ping-pongs, busy-polling: the client sends first, the server echoes. */
+static void pingpong(struct node *n, bool client, int iters)
+{
+	for (int i = 0; i < iters; i++) {
+		post_recv(n);
+		if (client) {
+			post_send(n, IBV_WR_SEND, 0);
+			wait_wc(n, 1);
+			wait_wc(n, 2);
+		} else {
+			wait_wc(n, 2);
+			post_send(n, IBV_WR_SEND, 0);
+			wait_wc(n, 1);
+		}
+	}
+}
+
+static void sync_byte(struct node *n, bool out)
+{
+	char c = 's';
+
+	xfer(n->sock, &c, 1, out);
+}
+
+/* Close the device with stderr captured, and return the engine's counters of this
+ * process (the UROCE_ENGINE_STATS line printed at close). */
+static void close_node(struct node *n, unsigned long long *app, unsigned long long *prog)
+{
+	char path[] = "/tmp/rc_lease.XXXXXX", line[256];
+	int fd = mkstemp(path), saved = dup(2);
+	FILE *f;
+	bool found = false;
+
+	if (fd < 0 || saved < 0)
+		DIE("mkstemp: %s", strerror(errno));
+	unlink(path);
+	ibv_destroy_qp(n->qp);
+	ibv_dereg_mr(n->mr);
+	ibv_destroy_cq(n->cq);
+	ibv_destroy_comp_channel(n->ch);
+	ibv_dealloc_pd(n->pd);
+	fflush(stderr);
+	dup2(fd, 2);
+	ibv_close_device(n->ctx);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	f = fdopen(fd, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "UROCE_ENGINE_STATS pid=%*d rx_app=%llu rx_progress=%llu", app, prog) == 2)
+			found = true;
+	if (f)
+		fclose(f);
+	if (!found)
+		DIE("no UROCE_ENGINE_STATS line at close");
+	free(n->buf);
+}
+
+static int run(const char *mode, bool client, int sock)
+{
+	struct node n = { 0 };
+	unsigned long long app = 0, prog = 0;
+
+	who = client ? "client" : "server";
+	open_node(&n, sock, client ? 100 : 200);
+	if (!strcmp(mode, "poll")) {
+		pingpong(&n, client, 2000);
+		sync_byte(&n, client);   /* both done before either closes */
+		sync_byte(&n, !client);
+		close_node(&n, &app, &prog);
+		/* 2000 messages in and 2000 ACKs (or more) came in on each side. */
+		if (app < 2000 || prog > 16)
+			DIE("under the lease the application thread drained %llu datagrams and the "
+			    "progress thread %llu (want >= 2000 and <= 16)", app, prog);
+		printf("%s: rx_app=%llu rx_progress=%llu\n", who, app, prog);
+		return 0;
+	}
+	pingpong(&n, client, 100);
+	if (!strcmp(mode, "stop")) {
+		if (client) {
+			volatile uint8_t *b = n.buf + SPIN_OFF;
+			uint64_t t0, deadline;
+
+			sync_byte(&n, true);
+			t0 = now_ns();
+			deadline = t0 + 10000000000ull;
+			while (*b != 0x5A)
+				if (now_ns() > deadline)
+					DIE("the RDMA WRITE was not placed within 10 s of the last "
+					    "busy poll (lease 200 ms)");
+			printf("client: WRITE placed %.1f ms after the last busy poll\n",
+			       (double)(now_ns() - t0) / 1e6);
+		} else {
+			sync_byte(&n, false);
+			n.buf[MSG] = 0x5A;
+			post_send(&n, IBV_WR_RDMA_WRITE, SPIN_OFF);
+			wait_wc(&n, 1);
+		}
+	} else if (!strcmp(mode, "sleep")) {
+		if (client) {
+			struct pollfd pfd = { .fd = n.ch->fd, .events = POLLIN };
+			struct ibv_cq *ecq;
+			void *ectx;
+			struct ibv_wc wc;
+			uint64_t t0;
+			int r;
+
+			post_recv(&n);
+			if (ibv_req_notify_cq(n.cq, 0))
+				DIE("req_notify_cq");
+			sync_byte(&n, true);
+			t0 = now_ns();
+			r = poll(&pfd, 1, 5000);
+			if (r != 1)
+				DIE("no completion event within 5 s of arming (lease 10 s): the arm "
+				    "did not end the lease");
+			if (ibv_get_cq_event(n.ch, &ecq, &ectx))
+				DIE("get_cq_event");
+			ibv_ack_cq_events(ecq, 1);
+			if (ibv_poll_cq(n.cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 2)
+				DIE("the event came without the receive completion");
+			printf("client: completion event %.3f ms after the send was asked for\n",
+			       (double)(now_ns() - t0) / 1e6);
+		} else {
+			sync_byte(&n, false);
+			post_send(&n, IBV_WR_SEND, 0);
+			wait_wc(&n, 1);
+		}
+	} else {
+		DIE("unknown mode %s", mode);
+	}
+	sync_byte(&n, client);
+	sync_byte(&n, !client);
+	close_node(&n, &app, &prog);
+	if (client && !strcmp(mode, "stop") && prog < 1)
+		DIE("the WRITE landed but the progress thread drained nothing");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *lease;
+	int sv[2], status;
+	pid_t child;
+
+	if (argc != 2)
+		DIE("usage: rc_lease poll|stop|sleep");
+	lease = !strcmp(argv[1], "stop") ? "200000" : "10000000";
+	setenv("UROCE_POLL_LEASE_US", lease, 1);
+	setenv("UROCE_ENGINE_STATS", "1", 1);
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		DIE("socketpair");
+	child = fork();
+	if (child < 0)
+		DIE("fork");
+	if (child == 0) {
+		close(sv[0]);
+		exit(run(argv[1], false, sv[1]));
+	}
+	close(sv[1]);
+	if (run(argv[1], true, sv[0]))
+		return 1;
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+		DIE("server failed");
+	return 0;
+}
