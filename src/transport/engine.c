@@ -913,7 +913,7 @@ void uroce_transport_unlock_qp(struct uroce_qp *qp)
  * environment's UROCE_POLL_YIELD=N overrides it, 0 = never). */
 #define POLL_IDLE_YIELD 4
 
-void uroce_transport_poll(struct uroce_context *ctx)
+int uroce_transport_poll(struct uroce_context *ctx)
 {
 	static _Thread_local int every = -1;    /* POLL_IDLE_YIELD, or 0 if turned off */
 	static _Thread_local int idle;          /* empty drains in a row, this thread */
@@ -924,7 +924,7 @@ void uroce_transport_poll(struct uroce_context *ctx)
 	int got;
 
 	if (!eng)
-		return;
+		return 0;
 	got = poll_batch(eng);
 	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
 	if (got == 64)
@@ -938,7 +938,7 @@ void uroce_transport_poll(struct uroce_context *ctx)
 	 * our session, so a lone spinner keeps its CPU. */
 	if (got) {
 		idle = 0;
-		return;
+		return got;
 	}
 	/* Two empty drains close together: this thread busy-polls; renew the lease, and run
 	 * the timers that came due (retransmission, RNR retry, a deferred ACK): under the
@@ -950,8 +950,10 @@ void uroce_transport_poll(struct uroce_context *ctx)
 		if (now - last_empty < POLL_SPIN_GAP_NS)
 			atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
 		last_empty = now;
-		if (due && now >= due && atomic_load(&eng->sock_off))
+		if (due && now >= due && atomic_load(&eng->sock_off)) {
 			run_timers(eng);
+			got = 1;   /* a timer may have completed WQEs (errors, flushes) */
+		}
 	}
 	if (every < 0) {
 		v = getenv("UROCE_POLL_YIELD");
@@ -963,6 +965,7 @@ void uroce_transport_poll(struct uroce_context *ctx)
 		idle = 0;
 		sched_yield();
 	}
+	return got;
 }
 
 void uroce_transport_will_sleep(struct uroce_context *ctx)

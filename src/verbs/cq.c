@@ -241,7 +241,8 @@ static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	if (ret == ENOENT) {
 		/* Empty: make progress in this thread before answering (docs/transport.md). */
 		pthread_mutex_unlock(&cq->lock);
-		uroce_transport_poll(cq->uctx);
+		if (!uroce_transport_poll(cq->uctx))
+			return ENOENT;
 		pthread_mutex_lock(&cq->lock);
 		ret = cqx_take(cq);
 	}

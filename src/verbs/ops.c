@@ -25,10 +25,8 @@ static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 	/* An empty CQ: drain the socket in this thread, then look again (a busy-polling
 	 * application makes progress on its own core; docs/transport.md). */
-	if (ret == 0) {
-		uroce_transport_poll(ucq->uctx);
+	if (ret == 0 && uroce_transport_poll(ucq->uctx))
 		ret = uroce_cq_poll(ucq, n, wc);
-	}
 	return ret;
 }
 

@@ -417,7 +417,8 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
  * uroce_transport_post: qp->lock and sq.lock held, WQEs already at the tail: runs the
  *   requester; false when the QP has no engine (the post then fails with EOPNOTSUPP).
  * uroce_transport_unlock_qp: releases qp->lock and raises an error the engine found.
- * uroce_transport_poll: drain received packets without blocking (ibv_poll_cq on empty).
+ * uroce_transport_poll: drain received packets without blocking (ibv_poll_cq on empty);
+ *   0 when it found nothing to do (then no CQ of this thread's can have changed).
  * uroce_transport_will_sleep: an application thread is about to wait for a completion
  *   event (ibv_req_notify_cq, ibv_get_cq_event): it no longer busy-polls.
  * uroce_transport_ctx_close: stop the progress thread, close the data path. */
@@ -425,7 +426,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 void uroce_transport_qp_destroy(struct uroce_qp *qp);
 bool uroce_transport_post(struct uroce_qp *qp);
 void uroce_transport_unlock_qp(struct uroce_qp *qp);
-void uroce_transport_poll(struct uroce_context *ctx);
+int uroce_transport_poll(struct uroce_context *ctx);
 void uroce_transport_will_sleep(struct uroce_context *ctx);
 void uroce_transport_ctx_close(struct uroce_context *ctx);
 /* ibv_attach_mcast / ibv_detach_mcast of a UD QP (transport/mcast.h): 0, -EINVAL (not UD,
