@@ -17,7 +17,8 @@
 # write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
 #                                                                  and, as a second reference, udp_pingpong -T:
 #                                                                  a sleeping thread receives and hands over to
-#                                                                  the spinning main thread (uroce's structure)
+#                                                                  the spinning main thread (uroce's structure
+#                                                                  before the poll lease; see bench/README.md)
 # send_bw    ib_send_bw -x 0 -s 64 -D SECS+2 -f 1 (message rate)    udp_pps: 80-byte sendto() datagrams, counted
 #                                                                  at the receiver (80 B = BTH + 64 + ICRC)
 #
@@ -117,8 +118,8 @@ if [ "${1:-}" = --inner ]; then
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
 		emit peer $rep "$v"
 		if [ "$BENCH" = write_lat ]; then
-			# the floor of uroce's structure: each datagram received by a sleeping thread
-			# and handed to the spinning main thread (udp_pingpong -T), same pinning
+			# the hand-off structure: each datagram received by a sleeping thread and
+			# handed to the spinning main thread (udp_pingpong -T), same pinning
 			echo "== rep $rep hand-off floor" >>"$log"
 			$S "$BUILD/bin/udp_pingpong" -s -T -p $((port + 2000)) >"$OUT.srv" 2>&1 &
 			spid=$!
