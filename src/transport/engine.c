@@ -157,12 +157,61 @@ static void uncork(struct engine_qp *eq)
 	eq->corked = false;
 }
 
+/* One receive batch (poll_batch): consecutive packets for the same RC QP are delivered
+ * under one taking of ctx->lock, the QP's lock and its SQ lock, and under one cork,
+ * instead of three lock/unlock pairs and a QP lookup per packet (a 64 KiB WRITE is 16
+ * packets, mostly read in one recvmmsg).  The locks are kept from one packet to the next
+ * only while netio delivers (its rx_lock held, so one poller at a time) and are released
+ * when a packet for another QP comes, when the QP has an error or SQ-drain event to raise
+ * (uroce_rc_unlock_qp raises those), and at the end of the batch.  Per poller: on the
+ * caller's stack. */
+struct rx_batch {
+	struct uroce_engine *eng;
+	struct uroce_qp *held;           /* RC QP whose ctx->lock, lock and sq.lock are held */
+	struct engine_qp *held_eq;       /* its cork (NULL: not batching its sends) */
+};
+
+static void rx_release(struct rx_batch *b)
+{
+	struct uroce_qp *qp = b->held;
+
+	if (!qp)
+		return;
+	b->held = NULL;
+	uncork(b->held_eq);
+	pthread_mutex_unlock(&qp->sq.lock);
+	uroce_rc_unlock_qp(qp);
+	pthread_mutex_unlock(&b->eng->ctx->lock);
+}
+
+/* RC input under the held locks; releases them when uroce_rc_unlock_qp has work to do. */
+static void rx_rc(struct rx_batch *b, struct uroce_qp *qp, struct uroce_rxpkt *p)
+{
+	struct uroce_rc *rc = uroce_rc_of(qp);
+
+	if (rc->io.defer_acks) {
+		rc->ack_batch = true;
+		atomic_store(&b->eng->batch_acks, true);
+	}
+	uroce_rc_input(qp, &p->pkt);
+	if (rc->pending_err != UROCE_RC_ERR_NONE || qp->attr.sq_draining)
+		rx_release(b);
+}
+
 static int rx_one(void *arg, struct uroce_rxpkt *p)
 {
-	struct uroce_engine *eng = arg;
+	struct rx_batch *b = arg;
+	struct uroce_engine *eng = b->eng;
 	struct uroce_context *ctx = eng->ctx;
 	struct uroce_qp *found = NULL;
 
+	if (b->held) {
+		if (p->pkt.bth.dqpn == b->held->qpx.qp_base.qp_num) {
+			rx_rc(b, b->held, p);
+			return 0;
+		}
+		rx_release(b);
+	}
 	pthread_mutex_lock(&ctx->lock);
 	if (p->pkt.bth.dqpn == UROCE_MCAST_QPN) {
 		/* IBA 10.5 / mcast.h: a multicast datagram goes to every attached UD QP. */
@@ -200,21 +249,14 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	pthread_mutex_lock(&found->lock);
 	/* QP-type dispatch: each service type has its own input (rc_resp/rc_comp, uc.c, ud.c). */
 	switch (found->qpx.qp_base.qp_type) {
-	case IBV_QPT_RC: {
-		/* ACKs, READ responses, and the requests an ACK lets go leave together. */
-		struct engine_qp *eq;
-
+	case IBV_QPT_RC:
+		/* ACKs, READ responses, and the requests an ACK lets go leave together: the
+		 * cork lasts while the locks are held (rx_release). */
 		pthread_mutex_lock(&found->sq.lock);
-		eq = cork(found);
-		if (found->transport && uroce_rc_of(found)->io.defer_acks) {
-			uroce_rc_of(found)->ack_batch = true;
-			atomic_store(&eng->batch_acks, true);
-		}
-		uroce_rc_input(found, &p->pkt);
-		uncork(eq);
-		pthread_mutex_unlock(&found->sq.lock);
-		break;
-	}
+		b->held = found;
+		b->held_eq = cork(found);
+		rx_rc(b, found, p);
+		return 0;   /* ctx->lock and the QP's locks stay held (struct rx_batch) */
 	case IBV_QPT_UD:
 		uroce_ud_input(found, p);
 		break;
@@ -259,7 +301,10 @@ static void flush_batch_acks(struct uroce_engine *eng)
 
 static int poll_batch(struct uroce_engine *eng)
 {
-	int n = uroce_netio_poll(eng->nio, 64, rx_one, eng);
+	struct rx_batch b = { .eng = eng };
+	int n = uroce_netio_poll(eng->nio, 64, rx_one, &b);
+
+	rx_release(&b);
 
 	if (n > 0)
 		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
@@ -388,6 +433,14 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
  * once after each completion event does not take the lease. */
 #define POLL_SPIN_GAP_NS 20000ull
 
+/* An application thread busy-polled less than the lease ago. */
+static bool lease_held(struct uroce_engine *eng, uint64_t now)
+{
+	uint64_t st = atomic_load_explicit(&eng->poll_stamp, memory_order_relaxed);
+
+	return eng->lease_ns && st && now - st < eng->lease_ns;
+}
+
 /* Put the socket into the progress thread's epoll set, or take it out (events 0).  A
  * socket put back with data queued reports it at the next epoll_wait. */
 static void sock_watch(struct uroce_engine *eng, bool on)
@@ -504,6 +557,10 @@ static void *progress_thread(void *arg)
 			uint64_t now = uroce_rc_clock(), end = now + spin_ns, timers = now;
 
 			do {
+				/* An application thread busy-polls (the poll lease): it
+				 * receives; a second spinner on its CPU would only slow it. */
+				if (lease_held(eng, now))
+					break;
 				if (drain(eng))
 					end = uroce_rc_clock() + spin_ns;
 				now = uroce_rc_clock();
