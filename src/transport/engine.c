@@ -62,6 +62,9 @@ struct uroce_engine {
 	_Atomic uint64_t poll_stamp;
 	atomic_bool sock_off;
 	uint64_t lease_ns;
+	/* Progress thread only: no lease before this time (a lease that ran out left a
+	 * datagram waiting, see LEASE_BACKOFF_NS). */
+	uint64_t lease_off_until;
 	/* The earliest deadline of any QP as far as known (0 = none): run_timers stores what it
 	 * found, eng_timer lowers it for a deadline set since.  The progress thread sleeps
 	 * until it under the lease, and a busy-polling application thread runs the timers
@@ -433,6 +436,14 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
  * once after each completion event does not take the lease. */
 #define POLL_SPIN_GAP_NS 20000ull
 
+/* A lease that ran out with a datagram waiting in the socket delayed it by up to
+ * POLL_LEASE_US: the application had stopped polling to wait some other way (a byte of its
+ * buffer) while the peer's next request was still to come -- a peer that acknowledges at
+ * once, such as Linux Soft-RoCE, instead of behind its own next request.  Then no lease
+ * for this long: the progress thread watches the socket again, as without the lease, and
+ * the lease is tried again afterwards (one late datagram per period at worst). */
+#define LEASE_BACKOFF_NS 10000000ull
+
 /* An application thread busy-polled less than the lease ago. */
 static bool lease_held(struct uroce_engine *eng, uint64_t now)
 {
@@ -480,7 +491,7 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 
 	if (eng->lease_ns && st) {
 		now = uroce_rc_clock();
-		if (now - st < eng->lease_ns) {
+		if (now - st < eng->lease_ns && now >= eng->lease_off_until) {
 			if (!atomic_load(&eng->sock_off)) {
 				sock_watch(eng, false);
 				/* A will_sleep that ran before sock_off was set saw it clear
@@ -514,6 +525,10 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 			 * stored its deadline under the QP's lock before it read sock_off). */
 			sock_watch(eng, true);
 			run_timers(eng);
+			/* A lease that ran out (rather than ended by will_sleep) and left
+			 * datagrams waiting delayed them: back off (LEASE_BACKOFF_NS). */
+			if (atomic_load(&eng->poll_stamp) && drain(eng))
+				eng->lease_off_until = uroce_rc_clock() + LEASE_BACKOFF_NS;
 		}
 		arm_timerfd(eng, atomic_load(&eng->due_hint));
 	}
@@ -550,6 +565,11 @@ static void *progress_thread(void *arg)
 					/* already drained */
 				}
 			}
+		}
+		/* Under the lease the application thread receives: only timers here. */
+		if (atomic_load(&eng->sock_off)) {
+			run_timers(eng);
+			continue;
 		}
 		got = drain(eng);
 		/* A stream in flight: keep polling instead of sleeping (see RX_SPIN_US). */
