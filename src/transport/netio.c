@@ -112,6 +112,8 @@ struct uroce_netio {
 	struct mmsghdr rx_msgs[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	struct sockaddr_in6 rx_names[RX_BATCH];
+	unsigned rx_dirty;                 /* rx_msgs[0..rx_dirty) may hold a previous call's
+					    * lengths and flags (see uroce_netio_poll) */
 	/* pktinfo, TOS, TTL, GRO size (112 bytes on x86-64), with room for a cmsg we did not
 	 * ask for (a truncated list could lose the GRO size: see MSG_CTRUNC below). */
 	_Alignas(struct cmsghdr) uint8_t rx_cmsg[RX_BATCH][CMSG_SPACE(sizeof(struct in6_pktinfo)) +
@@ -215,7 +217,23 @@ static int rx_setup(struct uroce_netio *nio)
 		   setsockopt(nio->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
 	nio->rx_buf_size = nio->gro ? RX_BUF_GRO : RX_BUF_PLAIN;
 	nio->rx_bufs = malloc(RX_BATCH * nio->rx_buf_size);
-	return nio->rx_bufs ? 0 : -ENOMEM;
+	if (!nio->rx_bufs)
+		return -ENOMEM;
+	/* The message headers point at fixed buffers: set them up once; each poll resets only
+	 * the lengths and flags the kernel wrote. */
+	for (unsigned k = 0; k < RX_BATCH; k++) {
+		struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
+
+		nio->rx_iov[k].iov_base = nio->rx_bufs + k * nio->rx_buf_size;
+		nio->rx_iov[k].iov_len = nio->rx_buf_size;
+		memset(m, 0, sizeof(*m));
+		m->msg_name = &nio->rx_names[k];
+		m->msg_iov = &nio->rx_iov[k];
+		m->msg_iovlen = 1;
+		m->msg_control = nio->rx_cmsg[k];
+	}
+	nio->rx_dirty = RX_BATCH;
+	return 0;
 }
 
 int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
@@ -768,13 +786,18 @@ static void count_drop(struct uroce_netio *nio, enum uroce_rx_err e)
 		ctr_add(nio, C_RX_BAD_ICRC, 1);
 }
 
-/* Validate and deliver one RoCEv2 packet.  Returns fn's result (non-zero: stop). */
+/* Validate and deliver one RoCEv2 packet; @id_hint is the IPv4 Identification its sender
+ * most likely gave it (its index in a GRO buffer: uroce_icrc_verify_hint).  Returns fn's
+ * result (non-zero: stop). */
 static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
-		  const struct sockaddr_in6 *from, const struct rx_meta *meta,
+		  const struct sockaddr_in6 *from, const struct rx_meta *meta, uint16_t id_hint,
 		  uroce_netio_rx_fn fn, void *arg)
 {
 	struct uroce_icrc_addr ia = { 0 };
-	struct uroce_rx_ctx rc = { .mtu = 0, .addr = &ia, .icrc_flags = UROCE_ICRC_RX_SOLVE_ID };
+	/* The structural checks without the ICRC, which is checked below with the hint: the
+	 * same checks in the same order as uroce_pkt_validate with the address (it checks the
+	 * ICRC last). */
+	struct uroce_rx_ctx rc = { .mtu = 0, .addr = NULL };
 	struct uroce_rxpkt p;
 	enum uroce_rx_err e;
 
@@ -794,6 +817,13 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	ia.sport = p.src.port;
 	ia.dport = ROCE_PORT;
 	e = uroce_pkt_validate(buf, len, &rc, &p.pkt);
+	if (e == UROCE_RX_OK) {
+		/* RoCEv2 Annex A17.3.3: a bad ICRC is a silent drop. */
+		p.pkt.icrc_status = uroce_icrc_verify_hint(&ia, buf, len, UROCE_ICRC_RX_SOLVE_ID,
+							   id_hint, &p.pkt.ip_id);
+		if (p.pkt.icrc_status == UROCE_ICRC_BAD)
+			e = UROCE_RX_BAD_ICRC;
+	}
 	if (e != UROCE_RX_OK) {
 		count_drop(nio, e);
 		return 0;
@@ -849,22 +879,21 @@ again:
 		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
 		int got;
 
-		for (unsigned k = 0; k < want; k++) {
+		/* recvmmsg writes back each filled header's name and control lengths and flags
+		 * (and the iovecs never): reset those of the headers the last call filled, and
+		 * the first in any case (a failed call may have written it).  An empty poll, the
+		 * common case of a busy-polling application, then touches one header. */
+		for (unsigned k = 0; k < nio->rx_dirty || k == 0; k++) {
 			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
 
-			nio->rx_iov[k].iov_base = nio->rx_bufs + k * nio->rx_buf_size;
-			nio->rx_iov[k].iov_len = nio->rx_buf_size;
-			memset(m, 0, sizeof(*m));
-			m->msg_name = &nio->rx_names[k];
 			m->msg_namelen = sizeof(nio->rx_names[k]);
-			m->msg_iov = &nio->rx_iov[k];
-			m->msg_iovlen = 1;
-			m->msg_control = nio->rx_cmsg[k];
 			m->msg_controllen = sizeof(nio->rx_cmsg[k]);
+			m->msg_flags = 0;
 		}
 		do
 			got = recvmmsg(nio->fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
 		while (got < 0 && errno == EINTR);
+		nio->rx_dirty = got > 0 ? (unsigned)got : 1;
 		if (got <= 0)
 			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
 		for (int k = 0; k < got; k++) {
@@ -895,20 +924,23 @@ again:
 			}
 			if (meta.gso_size > 0 && (size_t)meta.gso_size < len) {
 				/* Coalesced by GRO: equal-size segments, the last may be shorter. */
+				uint16_t seg = 0;
+
 				ctr_add(nio, C_RX_GRO, 1);
-				for (size_t off = 0; off < len; off += (size_t)meta.gso_size) {
+				for (size_t off = 0; off < len; off += (size_t)meta.gso_size, seg++) {
 					size_t l = len - off < (size_t)meta.gso_size ? len - off
 										    : (size_t)meta.gso_size;
 
 					done++;
 					/* After a stop, the rest of a coalesced buffer is still
 					 * delivered: it has been read and cannot be put back. */
-					if (rx_one(nio, buf + off, l, &nio->rx_names[k], &meta, fn, arg))
+					if (rx_one(nio, buf + off, l, &nio->rx_names[k], &meta, seg, fn,
+						   arg))
 						stop = true;
 				}
 			} else {
 				done++;
-				if (rx_one(nio, buf, len, &nio->rx_names[k], &meta, fn, arg))
+				if (rx_one(nio, buf, len, &nio->rx_names[k], &meta, 0, fn, arg))
 					stop = true;
 			}
 			/* Datagrams already read in this batch are delivered even after a stop. */

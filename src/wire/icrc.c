@@ -71,78 +71,62 @@ static size_t put_ff8(uint8_t *b)
 }
 
 /*
- * The masked prefix is CRC'd from registers, 4 bytes at a time (slice-by-4),
- * instead of being assembled in a stack buffer for ISA-L: a vector load of
- * bytes stored a moment earlier defeats store forwarding, and on this machine
- * that cost ~190 ns per packet, three times the CRC of 4 KiB itself
- * (bench/icrc_bench.c).  The payload then goes to ISA-L in place.
+ * The masked prefix is assembled in a stack buffer and CRC'd by ISA-L like the rest.  An
+ * earlier version fed it from registers through slice-by-4 tables because the buffer
+ * seemed to cost ~190 ns per packet (store forwarding); that figure was most likely the
+ * missing VZEROUPPER above (the byte stores here are legacy SSE/scalar code right after
+ * the previous packet's AVX-512 CRC).  With it fixed, the 44 dependent table lookups were
+ * the slower on the data path, whose copies push the tables out of L1 between packets:
+ * ~25 ns more per call with a 4 KiB CRC and a 16 KiB copy between calls (and the send
+ * path's profile showed the table version at 3.6 % against the buffer's 1.0 %).
  */
-static uint32_t slice4[4][256];
-static uint32_t state_ff8;         /* inverted CRC state after the 8 0xFF bytes */
-
-/* Feed 4 bytes b0..b3 given as b0 | b1 << 8 | b2 << 16 | b3 << 24. */
-static inline uint32_t feed4(uint32_t c, uint32_t w)
+uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *bth,
+			 size_t len)
 {
-	c ^= w;
-	return slice4[3][c & 0xFF] ^ slice4[2][(c >> 8) & 0xFF] ^ slice4[1][(c >> 16) & 0xFF] ^
-	       slice4[0][c >> 24];
-}
+	uint8_t pre[8 + IPV6_HLEN + UDP_HLEN + UROCE_BTH_LEN];
+	uint16_t udp_len = (uint16_t)(UDP_HLEN + len);
+	size_t n = put_ff8(pre);
 
-static void slice4_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = (c & 1) ? (c >> 1) ^ CRC32_POLY_REFL : c >> 1;
-		slice4[0][i] = c;
+	if (a->family == AF_INET6) {
+		pre[n] = 0x6F;                          /* version 6, traffic class ones */
+		memset(pre + n + 1, 0xFF, 3);           /* traffic class, flow label */
+		uroce_put_be16(pre + n + 4, udp_len);   /* payload length */
+		pre[n + 6] = IPPROTO_UDP;
+		pre[n + 7] = 0xFF;                      /* hop limit */
+		memcpy(pre + n + 8, a->src.v6.s6_addr, 16);
+		memcpy(pre + n + 24, a->dst.v6.s6_addr, 16);
+		n += IPV6_HLEN;
+	} else {
+		pre[n] = 0x45;
+		pre[n + 1] = 0xFF;                      /* TOS */
+		uroce_put_be16(pre + n + 2, (uint16_t)(IPV4_HLEN + udp_len));
+		uroce_put_be16(pre + n + 4, ip_id);
+		pre[n + 6] = IPV4_DF;                   /* DF, offset 0 */
+		pre[n + 7] = 0;
+		pre[n + 8] = 0xFF;                      /* TTL */
+		pre[n + 9] = IPPROTO_UDP;
+		pre[n + 10] = pre[n + 11] = 0xFF;       /* header checksum */
+		memcpy(pre + n + 12, &a->src.v4, 4);
+		memcpy(pre + n + 16, &a->dst.v4, 4);
+		n += IPV4_HLEN;
 	}
-	for (uint32_t i = 0; i < 256; i++)
-		for (int t = 1; t < 4; t++)
-			slice4[t][i] = (slice4[t - 1][i] >> 8) ^ slice4[0][slice4[t - 1][i] & 0xFF];
-	state_ff8 = feed4(feed4(0xFFFFFFFFu, 0xFFFFFFFFu), 0xFFFFFFFFu);
-}
-
-/* 4 bytes from big-endian 16-bit halves: hi16 then lo16, in wire order. */
-static inline uint32_t be16x2(uint16_t first, uint16_t second)
-{
-	return (uint32_t)(first >> 8) | (uint32_t)(first & 0xFF) << 8 | (uint32_t)(second >> 8) << 16 |
-	       (uint32_t)(second & 0xFF) << 24;
-}
-
-static inline uint32_t bytes4(uint8_t b0, uint8_t b1, uint8_t b2, uint8_t b3)
-{
-	return (uint32_t)b0 | (uint32_t)b1 << 8 | (uint32_t)b2 << 16 | (uint32_t)b3 << 24;
+	uroce_put_be16(pre + n, a->sport);
+	uroce_put_be16(pre + n + 2, a->dport);
+	uroce_put_be16(pre + n + 4, udp_len);
+	pre[n + 6] = pre[n + 7] = 0xFF;                 /* UDP checksum */
+	n += UDP_HLEN;
+	memcpy(pre + n, bth, UROCE_BTH_LEN);
+	pre[n + 4] = 0xFF;                              /* BTH byte 4 */
+	n += UROCE_BTH_LEN;
+	return uroce_crc32(0, pre, n);
 }
 
 uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len)
 {
-	uint32_t c = state_ff8;
-
 	if (len < MIN_PKT)
 		return 0;
-	if (a->family == AF_INET6) {
-		/* version 6 + traffic class + flow label all ones; hop limit ones */
-		const uint8_t *s6 = a->src.v6.s6_addr, *d6 = a->dst.v6.s6_addr;
-		c = feed4(c, bytes4(0x6F, 0xFF, 0xFF, 0xFF));
-		c = feed4(c, be16x2((uint16_t)(UDP_HLEN + len), (uint16_t)(IPPROTO_UDP << 8 | 0xFF)));
-		for (int i = 0; i < 16; i += 4)
-			c = feed4(c, uroce_get_le32(s6 + i));
-		for (int i = 0; i < 16; i += 4)
-			c = feed4(c, uroce_get_le32(d6 + i));
-	} else {
-		/* 0x45, TOS ones, total length | ID 0, DF | TTL ones, UDP, checksum ones */
-		c = feed4(c, be16x2(0x45FF, (uint16_t)(IPV4_HLEN + UDP_HLEN + len)));
-		c = feed4(c, be16x2(0, IPV4_DF << 8));
-		c = feed4(c, bytes4(0xFF, IPPROTO_UDP, 0xFF, 0xFF));
-		c = feed4(c, uroce_get_le32((const uint8_t *)&a->src.v4));
-		c = feed4(c, uroce_get_le32((const uint8_t *)&a->dst.v4));
-	}
-	c = feed4(c, be16x2(a->sport, a->dport));
-	c = feed4(c, be16x2((uint16_t)(UDP_HLEN + len), 0xFFFF)); /* UDP checksum ones */
-	c = feed4(c, uroce_get_le32(pkt));
-	c = feed4(c, uroce_get_le32(pkt + 4) | 0xFF);              /* BTH byte 4 ones */
-	c = feed4(c, uroce_get_le32(pkt + 8));
-	return uroce_crc32(~c, pkt + UROCE_BTH_LEN, len - UROCE_BTH_LEN - UROCE_ICRC_LEN);
+	return uroce_crc32(uroce_icrc_head(a, 0, pkt, len), pkt + UROCE_BTH_LEN,
+			   len - UROCE_BTH_LEN - UROCE_ICRC_LEN);
 }
 
 void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len)
@@ -248,7 +232,6 @@ __attribute__((constructor)) static void solver_init(void)
 	__builtin_cpu_init();   /* constructors may run before libgcc's own */
 	have_avx = __builtin_cpu_supports("avx");
 #endif
-	slice4_init();
 
 	for (int i = 0; i < 8; i++)
 		v = div_x(v);
@@ -333,30 +316,41 @@ static int solve_id(uint32_t d, uint16_t *id)
 	return 0;
 }
 
-enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
-					 size_t len, unsigned flags, uint16_t *ip_id)
+enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					      size_t len, unsigned flags, uint16_t id_hint,
+					      uint16_t *ip_id)
 {
 	uint32_t rx, delta, d;
 	uint16_t id;
 
 	if (len < MIN_PKT)
 		return UROCE_ICRC_BAD;
+	if (a->family != AF_INET)
+		id_hint = 0;   /* no Identification in IPv6 */
 	rx = uroce_get_le32(pkt + len - UROCE_ICRC_LEN);
-	delta = uroce_icrc_compute(a, pkt, len) ^ rx;
+	delta = uroce_crc32(uroce_icrc_head(a, id_hint, pkt, len), pkt + UROCE_BTH_LEN,
+			    len - UROCE_BTH_LEN - UROCE_ICRC_LEN) ^ rx;
 	if (!delta) {
 		if (ip_id)
-			*ip_id = 0;
-		return UROCE_ICRC_OK;
+			*ip_id = id_hint;
+		return id_hint ? UROCE_ICRC_OK_ID : UROCE_ICRC_OK;
 	}
 	if (a->family != AF_INET || !(flags & UROCE_ICRC_RX_SOLVE_ID) || !solver.ok)
 		return UROCE_ICRC_BAD;
-	/* Bytes after the ID field: IPv4 bytes 6..19, UDP header, BTH..pad. */
+	/* Bytes after the ID field: IPv4 bytes 6..19, UDP header, BTH..pad.  delta is
+	 * relative to the hinted ID, so the solution is the difference from it. */
 	d = unshift_bytes(delta, (IPV4_HLEN - IPV4_ID_OFF - 2) + UDP_HLEN + (len - UROCE_ICRC_LEN));
 	if (solve_id(d, &id) == 0 ||
 	    ((flags & UROCE_ICRC_RX_DF_ANY) && solve_id(d ^ solver.df, &id) == 0)) {
 		if (ip_id)
-			*ip_id = id;
+			*ip_id = id ^ id_hint;
 		return UROCE_ICRC_OK_ID;
 	}
 	return UROCE_ICRC_BAD;
+}
+
+enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					 size_t len, unsigned flags, uint16_t *ip_id)
+{
+	return uroce_icrc_verify_hint(a, pkt, len, flags, 0, ip_id);
 }

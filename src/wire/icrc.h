@@ -63,6 +63,16 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
  */
 uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len);
 
+/*
+ * The CRC (uroce_crc32's convention, to be continued with it) of the masked prefix of a
+ * packet of @len bytes (ICRC slot included): the pseudo IP header with Identification
+ * @ip_id (IPv4; ignored for IPv6), the UDP header and the BTH @bth (12 bytes, byte 4
+ * masked here).  uroce_crc32(head, <the packet after its BTH, up to its ICRC slot>)
+ * is the ICRC; the packet may then be in pieces.  Reads 12 bytes at @bth; cannot fail.
+ */
+uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *bth,
+			 size_t len);
+
 /* Compute and store the ICRC in the last 4 bytes of @pkt. */
 void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len);
 
@@ -76,6 +86,17 @@ void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len);
  */
 enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
 					 size_t len, unsigned flags, uint16_t *ip_id);
+
+/*
+ * uroce_icrc_verify, trying IPv4 Identification @id_hint first instead of 0 (the
+ * segment's index in a UDP_GRO buffer: uroce's GSO sends number their segments 0, 1, ...),
+ * so that the common case costs one CRC and no solving.  A match for a non-zero ID is
+ * UROCE_ICRC_OK_ID with *ip_id set, as a solved one; otherwise the same as
+ * uroce_icrc_verify (which is this with hint 0).
+ */
+enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					      size_t len, unsigned flags, uint16_t id_hint,
+					      uint16_t *ip_id);
 
 /*
  * ICRC computed over a captured frame's own IP header.  @ip/@ip_len is the IP
