@@ -157,9 +157,8 @@ struct uroce_rc_io {
 	void *arg;
 	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
 	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while
-	 * the QP sends requests of its own, until its next request packets or
-	 * UROCE_RC_ACK_DEFER_NS (opt-in: it slows a SEND/RECV ping-pong, see
-	 * bench/RESULTS.md).  Both off for the unit tests' wire (exact packet sequences). */
+	 * the QP sends requests of its own, until its next request packets or t_ack
+	 * (timers.c).  Both off for the unit tests' wire (exact packet sequences). */
 	bool defer_acks;
 	bool defer_timed;
 };

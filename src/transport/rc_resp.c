@@ -32,19 +32,17 @@ struct resp_ctx {
 	bool end;                        /* last packet of a message */
 };
 
-/* Deferred ACK (io.defer_timed, opt-in: UROCE_ACK_DEFER=1).  When the QP sent a request of
- * its own recently (UROCE_RC_ACK_DEFER_IF_REQ_NS), the application is in an exchange and
- * will likely post again: the ACK then leaves right after the QP's next request packets
- * (uroce_rc_requester), or before any other packet of the responder, or at t_ack
- * (UROCE_RC_ACK_DEFER_NS) at the latest.  A QP that only receives (a bandwidth target)
- * acknowledges at once, as before.
+/* Deferred ACK (io.defer_timed; UROCE_ACK_DEFER=0 turns it off).  When the QP sent a
+ * request of its own recently (UROCE_RC_ACK_DEFER_IF_REQ_NS), the application is in an
+ * exchange and will likely post again: the ACK of a message's last packet then leaves
+ * right after the QP's next request packets (uroce_rc_requester, in the same GSO send), or
+ * before any other packet of the responder, or at t_ack (timers.c) at the latest.  A QP
+ * that only receives (a bandwidth target) acknowledges at the end of the receive batch.
  * Two effects: the thread that placed a WRITE does not spend a sendmsg before the
  * application can see it, and the peer, polling its CQ for that ACK, finds our next request
- * first and handles it in its own thread instead of waking its progress thread.  Measured
- * (bench/RESULTS.md): ib_write_lat 17-19 -> 13-16 us, but ibv_rc_pingpong (SEND/RECV,
- * polling) 22-34 -> 45-70 us per iteration, not yet understood: hence opt-in.  A later
- * AckReq before the flush replaces the PSN (ACKs are cumulative, IBA 9.7.5.1.x).  The MSN
- * sent is the one at the time of the AckReq. */
+ * in front of it and places it in its own thread (bench/RESULTS.md, docs/transport.md).
+ * A later AckReq before the flush replaces the PSN (ACKs are cumulative, IBA 9.7.5.1.x).
+ * The MSN sent is the one at the time of the AckReq. */
 static void acknowledge(struct uroce_rc *rc, uint32_t psn, bool end)
 {
 	/* Only the ACK of a message's last packet waits for our next request: the AckReq

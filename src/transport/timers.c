@@ -11,9 +11,10 @@
  *   t_rnr        an RNR NAK is received (IBA 9.7.5.2.8)       it fires; QP error, detach      resend from the NAK's PSN
  *                for the AETH's timer code (uroce_rnr_timer_usec)
  *   t_ack        the responder defers an ACK (rc_resp.c,      the deferred ACK is sent        send the deferred ACK
- *                io.defer_timed, opt-in: the QP sent a         (uroce_rc_flush_ack: after the
- *                request recently); UROCE_RC_ACK_DEFER_NS      requester's packets, before
- *                                                              any other responder packet)
+ *                io.defer_timed: the QP sent a request         (uroce_rc_flush_ack: after the
+ *                recently); UROCE_RC_ACK_DEFER_NS, or a        requester's packets, before
+ *                quarter of the QP's own local ACK timeout     any other responder packet)
+ *                if that is shorter
  *
  * Apart from t_ack the responder acknowledges only on AckReq and on duplicates, as rxe.
  *
@@ -77,7 +78,14 @@ void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code)
 
 void uroce_rc_timer_ack_arm(struct uroce_rc *rc)
 {
-	rc->t_ack = uroce_rc_clock() + UROCE_RC_ACK_DEFER_NS;
+	/* The peer's local ACK timeout is not known here; the two ends of a connection are
+	 * usually given the same one.  Holding an ACK for more than a quarter of ours would
+	 * risk the peer's retransmission if its timeout is as short (timeout <= 5). */
+	uint64_t hold = UROCE_RC_ACK_DEFER_NS, tmo = rc->qp->attr.timeout;
+
+	if (tmo && tmo < 32 && (4096ull << tmo) / 4 < hold)
+		hold = (4096ull << tmo) / 4;
+	rc->t_ack = uroce_rc_clock() + hold;
 	if (rc->io.timer)
 		rc->io.timer(rc->io.arg, rc->t_ack);
 }
