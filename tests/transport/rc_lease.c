@@ -44,12 +44,6 @@ static const char *who = "?";
 #define SPIN_OFF 4096                /* the byte the client spins on (stop) */
 #define BUF_LEN 8192
 
-struct peer {
-	uint32_t qpn, psn, rkey;
-	uint64_t addr;
-	union ibv_gid gid;
-};
-
 struct node {
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
@@ -62,14 +56,6 @@ struct node {
 	int sock;
 	unsigned pending[3];             /* completions polled but not yet waited for, by wr_id */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void open_node(struct node *n, int sock, uint32_t psn)
 {

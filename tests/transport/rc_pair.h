@@ -1,5 +1,6 @@
-/* rc_pair.h — what the two-process RC test programs (rc_stress.c, stat_faults.c) share:
- * the socketpair exchange of their QP details and the Init -> RTR -> RTS connect.
+/* rc_pair.h — what the two-process RC test programs (rc_stress.c, stat_faults.c,
+ * rc_lease.c) share: the QP details each side sends the other, the socketpair exchange,
+ * the Init -> RTR -> RTS connect, and a monotonic clock.
  * Header-only; the includer defines DIE(fmt, ...) (print and exit) before including it. */
 #ifndef UROCE_TESTS_RC_PAIR_H
 #define UROCE_TESTS_RC_PAIR_H
@@ -7,8 +8,25 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* What each side sends the other over the socketpair. */
+struct peer {
+	uint32_t qpn, psn, rkey;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Write (@out) or read exactly @n bytes on the socketpair; EOF or an error is fatal. */
 static inline void xfer(int fd, void *p, size_t n, bool out)

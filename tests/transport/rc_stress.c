@@ -39,12 +39,6 @@ static const char *who = "?";
 		      fputc('\n', stderr); exit(1); } while (0)
 #include "rc_pair.h"
 
-struct peer {
-	uint32_t qpn, psn, rkey;
-	uint64_t addr;
-	union ibv_gid gid;
-};
-
 struct node {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -56,14 +50,6 @@ struct node {
 	struct peer me, other;
 	int sock;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {

@@ -53,12 +53,6 @@ static const char *who = "?";
 		      fputc('\n', stderr); exit(1); } while (0)
 #include "rc_pair.h"
 
-struct peer {
-	uint32_t qpn, psn, rkey;
-	uint64_t addr;
-	union ibv_gid gid;
-};
-
 struct node {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -71,14 +65,6 @@ struct node {
 	int sock;
 	unsigned recvs;                  /* receive completions so far */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void barrier(struct node *n)
 {
