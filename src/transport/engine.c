@@ -3,15 +3,19 @@
  * layer calls (verbs.h "transport hooks").
  *
  * Progress thread phases (one iteration; docs/transport.md "Threads and progress"):
- *   1. epoll_wait on { receive socket, timerfd, eventfd doorbell }
- *   2. drain the receive socket (uroce_netio_poll, budget 64 per call, until empty)
+ *   1. epoll_wait on { receive socket, timerfd, eventfd doorbell } -- without the socket,
+ *      and with a timeout, while an application thread holds the poll lease (wait_events)
+ *   2. drain the receive socket (uroce_netio_poll, budget 64 per call, until empty);
+ *      skipped under the lease
  *   3. run every QP's due timers (timers.c)
- *   4. arm the timerfd for the earliest deadline of any QP
+ *   4. arm the timerfd for the earliest deadline of any QP (outside the lease)
  * Application threads also make progress: post_send runs the requester inline, and
- * ibv_poll_cq on an empty CQ drains the socket (uroce_transport_poll).
+ * ibv_poll_cq on an empty CQ drains the socket and, under the lease, runs due timers
+ * (uroce_transport_poll).
  *
  * Locking: the receive path holds ctx->lock (QP lookup; keeps the QP alive against
- * ibv_destroy_qp, which unlinks it under ctx->lock first) and then qp->lock.
+ * ibv_destroy_qp, which unlinks it under ctx->lock first), then qp->lock, and for RC
+ * sq.lock, across consecutive packets of one QP (struct rx_batch).
  */
 #define _GNU_SOURCE
 #include <errno.h>
