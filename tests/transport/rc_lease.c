@@ -127,32 +127,17 @@ static void post_send(struct node *n, enum ibv_wr_opcode op, size_t off)
 }
 
 /* Busy-poll the CQ until a completion with @wr_id (1 send, 2 receive) has come (10 s at
- * most); completions of the other kind are kept for their own wait. */
+ * most for each); completions of the other kind are kept for their own wait. */
 static void wait_wc(struct node *n, uint64_t wr_id)
 {
-	uint64_t deadline = now_ns() + 10000000000ull;
-	struct ibv_wc wc;
+	while (!n->pending[wr_id]) {
+		struct ibv_wc wc = rc_pair_wait_wc(n->cq, 10000000000ull);
 
-	for (;;) {
-		int r;
-
-		if (n->pending[wr_id]) {
-			n->pending[wr_id]--;
-			return;
-		}
-		r = ibv_poll_cq(n->cq, 1, &wc);
-		if (r < 0)
-			DIE("poll_cq");
-		if (r == 1) {
-			if (wc.status != IBV_WC_SUCCESS || wc.wr_id < 1 || wc.wr_id > 2)
-				DIE("wr %llu: %s", (unsigned long long)wc.wr_id,
-				    ibv_wc_status_str(wc.status));
-			n->pending[wc.wr_id]++;
-			continue;
-		}
-		if (now_ns() > deadline)
-			DIE("no completion for wr %llu in 10 s", (unsigned long long)wr_id);
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id < 1 || wc.wr_id > 2)
+			DIE("wr %llu: %s", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+		n->pending[wc.wr_id]++;
 	}
+	n->pending[wr_id]--;
 }
 
 /* @iters SEND ping-pongs, busy-polling: the client sends first, the server echoes. */

@@ -1,6 +1,6 @@
 /* rc_pair.h — what the two-process RC test programs (rc_stress.c, stat_faults.c,
  * rc_lease.c) share: the QP details each side sends the other, the socketpair exchange,
- * the Init -> RTR -> RTS connect, and a monotonic clock.
+ * the Init -> RTR -> RTS connect, waiting for a completion, and a monotonic clock.
  * Header-only; the includer defines DIE(fmt, ...) (print and exit) before including it. */
 #ifndef UROCE_TESTS_RC_PAIR_H
 #define UROCE_TESTS_RC_PAIR_H
@@ -26,6 +26,22 @@ static inline uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy-poll @cq until one completion comes, whatever its status (ibv_poll_cq also drives
+ * uroce's engine from this thread); more than @limit_ns without one is fatal. */
+static inline struct ibv_wc rc_pair_wait_wc(struct ibv_cq *cq, uint64_t limit_ns)
+{
+	uint64_t end = now_ns() + limit_ns;
+	struct ibv_wc wc;
+	int r;
+
+	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
+		if (now_ns() > end)
+			DIE("no completion within %llu ms", (unsigned long long)(limit_ns / 1000000));
+	if (r < 0)
+		DIE("poll_cq");
+	return wc;
 }
 
 /* Write (@out) or read exactly @n bytes on the socketpair; EOF or an error is fatal. */

@@ -152,20 +152,6 @@ static void post_recv(struct node *n, uint64_t id, void *addr, uint32_t len)
 		DIE("post_recv: %s", strerror(errno));
 }
 
-/* Wait for one completion (busy polling: ibv_poll_cq also drives the engine). */
-static struct ibv_wc wait_wc(struct node *n, uint64_t limit_ns)
-{
-	struct ibv_wc wc;
-	uint64_t end = now_ns() + limit_ns;
-	int r;
-
-	while ((r = ibv_poll_cq(n->cq, 1, &wc)) == 0)
-		if (now_ns() > end)
-			DIE("no completion within %llu ms", (unsigned long long)(limit_ns / 1000000));
-	if (r < 0)
-		DIE("poll_cq");
-	return wc;
-}
 
 static void expect_ok(const struct ibv_wc *wc, const char *what)
 {
@@ -184,7 +170,7 @@ static void target(struct node *n, unsigned mib)
 	for (unsigned i = 0; i < NSLOT; i++)
 		post_recv(n, i, n->buf + (size_t)i * CHUNK, CHUNK);
 	while (got < total) {
-		struct ibv_wc wc = wait_wc(n, LIMIT);
+		struct ibv_wc wc = rc_pair_wait_wc(n->cq, LIMIT);
 		uint64_t slot = wc.wr_id;
 
 		expect_ok(&wc, "target receive");
@@ -242,7 +228,7 @@ static void requester(struct node *n, unsigned mib, unsigned natomics)
 			post_send(n, IBV_WR_SEND, i, p, CHUNK, 0, 0, 0, 0);
 			i++;
 		}
-		expect_ok((struct ibv_wc[]){ wait_wc(n, LIMIT) }, "SEND");
+		expect_ok((struct ibv_wc[]){ rc_pair_wait_wc(n->cq, LIMIT) }, "SEND");
 		done++;
 	}
 	xfer(n->sock, &tok, 1, false);
@@ -261,7 +247,7 @@ static void requester(struct node *n, unsigned mib, unsigned natomics)
 				  n->other.addr + (size_t)(i % NSLOT) * CHUNK, i, 0, 0);
 			i++;
 		}
-		expect_ok((struct ibv_wc[]){ wait_wc(n, LIMIT) }, "WRITE");
+		expect_ok((struct ibv_wc[]){ rc_pair_wait_wc(n->cq, LIMIT) }, "WRITE");
 		done++;
 	}
 	for (unsigned i = mib > NSLOT ? mib - NSLOT : 0; i < mib; i++)
@@ -284,7 +270,7 @@ static void requester(struct node *n, unsigned mib, unsigned natomics)
 				  n->other.addr + (size_t)((i + j) % NSLOT) * CHUNK, 0, 0, 0);
 		}
 		for (unsigned j = 0; j < k; j++)
-			expect_ok((struct ibv_wc[]){ wait_wc(n, LIMIT) }, "READ");
+			expect_ok((struct ibv_wc[]){ rc_pair_wait_wc(n->cq, LIMIT) }, "READ");
 		for (unsigned j = 0; j < k; j++)
 			if (!check(n->buf + (size_t)j * CHUNK, CHUNK, 2000000 + i + j))
 				DIE("READ chunk %u: wrong data", i + j);
@@ -311,7 +297,7 @@ static void requester(struct node *n, unsigned mib, unsigned natomics)
 				post_send(n, IBV_WR_ATOMIC_FETCH_AND_ADD, j, &res[j], 8, raddr_atom, 0, 1, 0);
 		}
 		for (unsigned j = 0; j < 4; j++) {
-			struct ibv_wc wc = wait_wc(n, LIMIT);
+			struct ibv_wc wc = rc_pair_wait_wc(n->cq, LIMIT);
 			unsigned k = i + (unsigned)wc.wr_id;
 
 			expect_ok(&wc, "atomic");
@@ -322,7 +308,7 @@ static void requester(struct node *n, unsigned mib, unsigned natomics)
 	}
 	/* Read the final values back. */
 	post_send(n, IBV_WR_RDMA_READ, 99, &res[4], 16, raddr_atom, 0, 0, 0);
-	expect_ok((struct ibv_wc[]){ wait_wc(n, LIMIT) }, "final READ");
+	expect_ok((struct ibv_wc[]){ rc_pair_wait_wc(n->cq, LIMIT) }, "final READ");
 	if (res[4] != (natomics + 1) / 2 || res[5] != natomics / 2)
 		DIE("final values %llu %llu, want %u %u", (unsigned long long)res[4],
 		    (unsigned long long)res[5], (natomics + 1) / 2, natomics / 2);
@@ -345,7 +331,7 @@ static void kill_test(struct node *n, pid_t child)
 	/* Traffic flows... */
 	for (unsigned i = 0; i < 8; i++) {
 		post_send(n, IBV_WR_RDMA_WRITE, i, n->buf, CHUNK, n->other.addr, 0, 0, 0);
-		expect_ok((struct ibv_wc[]){ wait_wc(n, LIMIT) }, "WRITE before the kill");
+		expect_ok((struct ibv_wc[]){ rc_pair_wait_wc(n->cq, LIMIT) }, "WRITE before the kill");
 	}
 	/* ...then the peer dies with requests in flight. */
 	kill(child, SIGKILL);
@@ -354,7 +340,7 @@ static void kill_test(struct node *n, pid_t child)
 	for (unsigned i = 0; i < NSLOT; i++)
 		post_send(n, IBV_WR_RDMA_WRITE, 100 + i, n->buf + (size_t)i * CHUNK, CHUNK, n->other.addr, 0, 0, 0);
 	for (unsigned i = 0; i < NSLOT; i++) {
-		struct ibv_wc wc = wait_wc(n, 10ull * bound);
+		struct ibv_wc wc = rc_pair_wait_wc(n->cq, 10ull * bound);
 
 		if (i == 0 && wc.status == IBV_WC_RETRY_EXC_ERR) {
 			uint64_t dt = now_ns() - t0;
@@ -378,7 +364,7 @@ static void kill_test(struct node *n, pid_t child)
 		DIE("QP not in Error");
 	/* A WR posted now completes with a flush error at once (IBA 10.8.3). */
 	post_send(n, IBV_WR_SEND, 200, n->buf, 8, 0, 0, 0, 0);
-	if (wait_wc(n, 1000000000ull).status != IBV_WC_WR_FLUSH_ERR)
+	if (rc_pair_wait_wc(n->cq, 1000000000ull).status != IBV_WC_WR_FLUSH_ERR)
 		DIE("post in Error did not flush");
 	fprintf(stderr, "rc_stress: peer killed: 1 RETRY_EXC_ERR, %u flushed, QP in Error\n", flushed);
 }

@@ -169,42 +169,28 @@ static void connect_qp(struct node *n)
 	rc_pair_connect(n->qp, n->other.qpn, n->other.psn, &n->other.gid, n->me.psn, 8, 7);
 }
 
-/* One completion within the limit (busy polling: ibv_poll_cq also drives the engine).
- * Receive completions repost their slot and are counted in n->recvs. */
-static struct ibv_wc next_wc(struct node *n, uint64_t limit_ns)
+/* One successful completion within the limit, as it is (no receive bookkeeping). */
+static struct ibv_wc next_wc_raw(struct node *n, uint64_t limit_ns)
 {
-	uint64_t end = now_ns() + limit_ns;
-	struct ibv_wc wc;
-	int r;
+	struct ibv_wc wc = rc_pair_wait_wc(n->cq, limit_ns);
 
-	while ((r = ibv_poll_cq(n->cq, 1, &wc)) == 0)
-		if (now_ns() > end)
-			DIE("no completion within %llu ms", (unsigned long long)(limit_ns / 1000000));
-	if (r < 0)
-		DIE("poll_cq");
 	if (wc.status != IBV_WC_SUCCESS)
 		DIE("wr %llx: %s", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	return wc;
+}
+
+/* One successful completion within the limit; receive completions repost their slot and
+ * are counted in n->recvs. */
+static struct ibv_wc next_wc(struct node *n, uint64_t limit_ns)
+{
+	struct ibv_wc wc = next_wc_raw(n, limit_ns);
+
 	if (wc.opcode == IBV_WC_RECV) {
 		if (wc.byte_len != MSG)
 			DIE("receive of %u bytes", wc.byte_len);
 		n->recvs++;
 		post_recv(n, wc.wr_id);
 	}
-	return wc;
-}
-
-/* One successful completion within the limit, as it is (no receive bookkeeping). */
-static struct ibv_wc next_wc_raw(struct node *n, uint64_t limit_ns)
-{
-	uint64_t end = now_ns() + limit_ns;
-	struct ibv_wc wc;
-	int r;
-
-	while ((r = ibv_poll_cq(n->cq, 1, &wc)) == 0)
-		if (now_ns() > end)
-			DIE("no completion within %llu ms", (unsigned long long)(limit_ns / 1000000));
-	if (r < 0 || wc.status != IBV_WC_SUCCESS)
-		DIE("completion: %s", r < 0 ? "poll_cq" : ibv_wc_status_str(wc.status));
 	return wc;
 }
 
