@@ -448,10 +448,11 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
  * the lease is tried again afterwards (one late datagram per period at worst). */
 #define LEASE_BACKOFF_NS 10000000ull
 
-/* An application thread busy-polled less than the lease ago. */
+/* An application thread busy-polled less than the lease ago.  A seq_cst load: wait_events
+ * relies on it after storing sock_off. */
 static bool lease_held(struct uroce_engine *eng, uint64_t now)
 {
-	uint64_t st = atomic_load_explicit(&eng->poll_stamp, memory_order_relaxed);
+	uint64_t st = atomic_load(&eng->poll_stamp);
 
 	return eng->lease_ns && st && now - st < eng->lease_ns;
 }
@@ -490,36 +491,28 @@ static int epoll_wait_ts(struct uroce_engine *eng, struct epoll_event *ev, int n
  * otherwise. */
 static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev)
 {
-	uint64_t st = atomic_load(&eng->poll_stamp), now = 0;
+	uint64_t now = uroce_rc_clock();
 	struct timespec ts, *tp = NULL;
 
-	if (eng->lease_ns && st) {
-		now = uroce_rc_clock();
-		if (now - st < eng->lease_ns && now >= eng->lease_off_until) {
-			if (!atomic_load(&eng->sock_off)) {
-				sock_watch(eng, false);
-				/* A will_sleep that ran before sock_off was set saw it clear
-				 * and rang no doorbell: look at the stamp once more (both
-				 * sides store before they load, seq_cst). */
-				st = atomic_load(&eng->poll_stamp);
-			}
-			if (st && now - st < eng->lease_ns) {
-				/* Deadlines are met by this timeout, not the timerfd: a
-				 * deadline set by an application thread meanwhile rings no
-				 * doorbell (eng_timer) and waits at most for the lease's end. */
-				uint64_t end = st + eng->lease_ns;
-				uint64_t left;
+	if (lease_held(eng, now) && now >= eng->lease_off_until) {
+		if (!atomic_load(&eng->sock_off))
+			sock_watch(eng, false);
+		/* Look at the stamp (again): a will_sleep that ran before sock_off was set
+		 * saw it clear and rang no doorbell (both sides store before they load,
+		 * seq_cst). */
+		if (lease_held(eng, now)) {
+			/* Deadlines are met by this timeout, not the timerfd: a deadline set
+			 * by an application thread meanwhile rings no doorbell (eng_timer)
+			 * and waits at most for the lease's end. */
+			uint64_t end = atomic_load(&eng->poll_stamp) + eng->lease_ns;
+			uint64_t due = atomic_load(&eng->due_hint), left;
 
-				uint64_t due = atomic_load(&eng->due_hint);
-
-				if (due && due < end)
-					end = due;
-				left = end > now ? end - now : 0;
-
-				ts.tv_sec = (time_t)(left / 1000000000ull);
-				ts.tv_nsec = (long)(left % 1000000000ull);
-				tp = &ts;
-			}
+			if (due && due < end)
+				end = due;
+			left = end > now ? end - now : 0;
+			ts.tv_sec = (time_t)(left / 1000000000ull);
+			ts.tv_nsec = (long)(left % 1000000000ull);
+			tp = &ts;
 		}
 	}
 	if (!tp) {
