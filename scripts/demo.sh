@@ -36,6 +36,8 @@ if [ -x "$b/bin/uroce" ] && [ -e "$b/lib/libibverbs.so.1" ] && [ -x "$b/bin/uroc
 			echo "ibv_rc_pingpong failed; server output:"
 			kill $srv 2>/dev/null || true
 			cat "$log"
+			rm -f "$log"
+			exit 1
 		fi
 		rm -f "$log"
 		echo
