@@ -309,7 +309,9 @@ static void flush_batch_acks(struct uroce_engine *eng)
 static int poll_batch(struct uroce_engine *eng)
 {
 	struct rx_batch b = { .eng = eng };
-	int n = uroce_netio_poll(eng->nio, 64, rx_one, &b);
+	/* An application thread polls again at once: it may read short (netio.h). */
+	int n = on_progress_thread ? uroce_netio_poll(eng->nio, 64, rx_one, &b)
+				   : uroce_netio_poll_spin(eng->nio, 64, rx_one, &b);
 
 	rx_release(&b);
 
@@ -860,7 +862,10 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	pthread_mutex_unlock(&ctx->lock);
 
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
-		/* UD: no fixed peer; the send socket opens at the first send (eng_ud_xmit). */
+		/* UD: no fixed peer; the send socket opens at the first send (eng_ud_xmit).
+		 * Its receives report a GRH: from now on the socket must say what IP header
+		 * each datagram came with. */
+		uroce_netio_rx_grh(eng->nio);
 		eq = calloc(1, sizeof(*eq));
 		if (!eq)
 			return -ENOMEM;

@@ -107,6 +107,8 @@ struct uroce_netio {
 	pthread_mutex_t rx_lock;           /* try-locked by uroce_netio_poll */
 	atomic_bool rx_missed;             /* a poller found rx_lock taken: the holder polls
 					    * again for it before returning (see uroce_netio_poll) */
+	atomic_bool grh_on;                /* the GRH cmsgs are on (uroce_netio_rx_grh) */
+	bool rx_was_empty;                 /* the last drain read nothing (under rx_lock) */
 	size_t rx_buf_size;
 	uint8_t *rx_bufs;                  /* RX_BATCH * rx_buf_size */
 	struct mmsghdr rx_msgs[RX_BATCH];
@@ -194,6 +196,26 @@ static void setup_counters(struct uroce_netio *nio, struct uroce_context *ctx)
 		nio->c = block;
 }
 
+/* The cmsgs a UD GRH needs (ud.c): TOS and TTL of IPv4 packets (the IP header as sent;
+ * these SOL_IP options apply to IPv4 datagrams on a dual-stack socket), and the IPv6
+ * traffic class, hop limit and flow label.  Each is a cmsg the kernel writes for every
+ * datagram: about 0.1 us per receive call (measured with recvmmsg of one datagram),
+ * which RC and UC, whose packets carry no GRH to the application, should not pay. */
+static void grh_opts(int fd, int on)
+{
+	(void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO, &on, sizeof(on));
+}
+
+void uroce_netio_rx_grh(struct uroce_netio *nio)
+{
+	if (nio && !atomic_exchange(&nio->grh_on, true))
+		grh_opts(nio->fd, 1);
+}
+
 /* The receive socket's options and buffers (nio->fd set).  The options live on the socket,
  * which the daemon also holds; all of them are harmless for its draining (and the next
  * client sets them again).  0 or -errno. */
@@ -203,14 +225,9 @@ static int rx_setup(struct uroce_netio *nio)
 
 	if (setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0)
 		return -errno;
-	/* TOS and TTL of IPv4 packets, for the UD GRH area (the IP header as sent).  These
-	 * SOL_IP options apply to IPv4 datagrams received on a dual-stack socket. */
-	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-	(void)setsockopt(nio->fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
-	/* The same for IPv6 (an IPv6 GRH): traffic class, hop limit, flow label. */
-	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
-	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof(one));
-	(void)setsockopt(nio->fd, IPPROTO_IPV6, IPV6_FLOWINFO, &one, sizeof(one));
+	/* The GRH options start off: a member socket handed over again keeps what its last
+	 * client set (uroce_netio_rx_grh). */
+	grh_opts(nio->fd, 0);
 	if (setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
 		(void)setsockopt(nio->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	nio->gro = !env_off("UROCE_NETIO_GRO") &&
@@ -854,9 +871,18 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	return fn(arg, &p);
 }
 
-int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
+/* @spin: the caller is an application thread that polls again at once (uroce_netio_poll_spin).
+ * After a drain that found the socket empty, it reads a single datagram and returns: what
+ * comes to a busy poller after a quiet spell is most often one datagram (the peer's reply;
+ * GRO makes a burst one datagram too), and asking recvmmsg for RX_BATCH makes the kernel
+ * look for a second one, about 0.1 us of a ping-pong's half round trip (measured with one
+ * datagram waiting: 0.52 us for one slot, 0.63 us for 16).  Anything more is read by the
+ * next poll, which asks for a batch since this one was not empty.  The progress thread
+ * never reads short: its edge-triggered epoll would not report what it left behind. */
+static int netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg,
+		      bool spin)
 {
-	int done = 0;
+	int done = 0, dgrams = 0;
 	bool stop = false;
 
 	if (!nio || !fn || budget <= 0)
@@ -873,11 +899,15 @@ int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, 
 		if (pthread_mutex_trylock(&nio->rx_lock))
 			return 0;
 	}
+	spin = spin && nio->rx_was_empty;
 again:
 	atomic_store(&nio->rx_missed, false);
 	while (done < budget && !stop) {
 		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
 		int got;
+
+		if (spin)
+			want = 1;
 
 		/* recvmmsg writes back each filled header's name and control lengths and flags
 		 * (and the iovecs never): reset those of the headers the last call filled, and
@@ -896,6 +926,7 @@ again:
 		nio->rx_dirty = got > 0 ? (unsigned)got : 1;
 		if (got <= 0)
 			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
+		dgrams += got;
 		for (int k = 0; k < got; k++) {
 			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
 			const uint8_t *buf = nio->rx_iov[k].iov_base;
@@ -945,15 +976,28 @@ again:
 			}
 			/* Datagrams already read in this batch are delivered even after a stop. */
 		}
-		if ((unsigned)got < want)
-			break;   /* the socket is empty */
+		if ((unsigned)got < want || spin)
+			break;   /* the socket is empty, or a short read (@spin) */
 	}
+	nio->rx_was_empty = dgrams == 0;
 	pthread_mutex_unlock(&nio->rx_lock);
 	if (done < budget && !stop && atomic_load(&nio->rx_missed) &&
-	    !pthread_mutex_trylock(&nio->rx_lock))
-		goto again;   /* a poller gave up on the lock meanwhile: read once more for it */
+	    !pthread_mutex_trylock(&nio->rx_lock)) {
+		spin = false;   /* the other poller may be the progress thread: read it all */
+		goto again;     /* a poller gave up on the lock meanwhile: read once more for it */
+	}
 	/* A GRO buffer may take us past the budget; callers read "== budget" as "maybe more". */
 	return done > budget ? budget : done;
+}
+
+int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
+{
+	return netio_poll(nio, budget, fn, arg, false);
+}
+
+int uroce_netio_poll_spin(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
+{
+	return netio_poll(nio, budget, fn, arg, true);
 }
 
 /* ---------------------------------------------------------------- counters */

@@ -100,6 +100,16 @@ typedef int (*uroce_netio_rx_fn)(void *arg, struct uroce_rxpkt *p);
  * in the same batch are still delivered.) */
 int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg);
 
+/* The same for an application thread that busy-polls (it calls again at once): after a
+ * drain that found nothing it may read a single datagram and leave the rest to its next
+ * call.  Not for a thread woken by the socket's edge-triggered readiness. */
+int uroce_netio_poll_spin(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg);
+
+/* Have the kernel report the IP header fields a UD GRH carries (TOS/traffic class, TTL/hop
+ * limit, flow label) from now on; off until the first call (the cmsgs cost every receive).
+ * Cannot fail (an option the kernel refuses leaves that field at its default). */
+void uroce_netio_rx_grh(struct uroce_netio *nio);
+
 /* Counters (also reported by `uroce stat`). */
 struct uroce_netio_stats {
 	uint64_t tx_packets, tx_bytes, tx_errors;

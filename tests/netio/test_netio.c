@@ -162,6 +162,9 @@ static void side_open(struct side *s, const char *devname, int family)
 		fprintf(stderr, "%s: uroce_netio_open: %s\n", s->name, strerror(-ret));
 		exit(1);
 	}
+	/* The checks below read the IP header fields a UD GRH reports, which the socket
+	 * gives only once asked (a UD QP does it when it comes up). */
+	uroce_netio_rx_grh(s->nio);
 	for (int i = 0; i < NQP; i++) {
 		ret = uroce_ipc_qpn_alloc(s->ipc, devname, &s->me.qpn[i]);
 		if (!ret)

@@ -40,6 +40,9 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		     struct uroce_txpkt *pkts, unsigned n) { (void)tx; (void)dst; (void)pkts; (void)n; return -ENOSYS; }
 int uroce_netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
 { (void)nio; (void)budget; (void)fn; (void)arg; return 0; }
+int uroce_netio_poll_spin(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg)
+{ (void)nio; (void)budget; (void)fn; (void)arg; return 0; }
+void uroce_netio_rx_grh(struct uroce_netio *nio) { (void)nio; }
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out) { (void)nio; memset(out, 0, sizeof(*out)); }
 void uroce_netio_count_misrouted(struct uroce_netio *nio) { (void)nio; }
 
