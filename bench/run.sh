@@ -18,7 +18,9 @@
 #                                                                  and, as a second reference, udp_pingpong -T:
 #                                                                  a sleeping thread receives and hands over to
 #                                                                  the spinning main thread (uroce's structure
-#                                                                  before the poll lease; see bench/README.md)
+#                                                                  before the poll lease; see bench/README.md);
+#                                                                  and udp_roce_pp: uroce's packets and socket
+#                                                                  options without uroce (the kernel's share)
 # send_bw    ib_send_bw -x 0 -s 64 -D SECS+2 -f 1 (message rate)    udp_pps: 80-byte sendto() datagrams, counted
 #                                                                  at the receiver (80 B = BTH + 64 + ICRC)
 #
@@ -128,6 +130,16 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit floor $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
+			# the kernel's share: uroce's packets (a WRITE and the held ACK in one GSO
+			# send) and receive socket options, without uroce (udp_roce_pp)
+			echo "== rep $rep kernel share" >>"$log"
+			$S "$BUILD/bin/udp_roce_pp" -s -p $((port + 3000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 3000)) &&
+				$C "$BUILD/bin/udp_roce_pp" -c 127.0.0.1 -p $((port + 3000)) -n $LITERS -w 100 >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit kern $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
 		fi
 		rep=$((rep + 1))
 	done
@@ -149,7 +161,7 @@ while getopts b:r:t:p: opt; do
 done
 shift $((OPTIND - 1))
 BENCHES=${*:-write_bw write_lat send_bw}
-for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps; do
+for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp; do
 	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
 done
 for t in ib_write_bw ib_write_lat ib_send_bw iperf3 taskset jq; do
@@ -208,11 +220,20 @@ END {
 			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "udp_pp -T", mu, mf, unit[b],
 				(mf > 0 ? mu / mf : 0), "", "(hand-off floor)", nu, nf
 		}
+		nf = 0
+		for (r = 1; r <= reps; r++) if ((order[k], "kern", r) in v) F[++nf] = v[order[k], "kern", r]
+		if (nf) {
+			mf = median(F, nf)
+			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "udp_roce_pp", mu, mf, unit[b],
+				(mf > 0 ? mu / mf : 0), "", "(kernel share)", nu, nf
+			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "(kernel)", mf, mp, unit[b],
+				(mp > 0 ? mf / mp : 0), "", "(udp_roce_pp / udp_pingpong)", nf, np
+		}
 	}
 }' "$res"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 n=$(wc -l <"$res")
 want=$(($(echo $BENCHES | wc -w) * $(echo $PINS | wc -w) * REPS * 2))
-case " $BENCHES " in *" write_lat "*) want=$((want + $(echo $PINS | wc -w) * REPS)) ;; esac
+case " $BENCHES " in *" write_lat "*) want=$((want + 2 * $(echo $PINS | wc -w) * REPS)) ;; esac
 [ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
 exit 0
