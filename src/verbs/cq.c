@@ -145,7 +145,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 		return -ENOSPC;
 	}
 	cq->ring[cq->tail & (cq->size - 1)] = *wc;
-	cq->tail++;
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);   /* uroce_cq_poll */
 	if (cq->arm == UROCE_CQ_ARM_NEXT ||
 	    (cq->arm == UROCE_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) {
 		cq->arm = UROCE_CQ_DISARMED;
@@ -161,10 +161,15 @@ int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc)
 
 	if (n < 0)
 		return -EINVAL;
+	/* Empty, seen without the lock: a busy poller looks many times per completion.  tail
+	 * is published with a release store after its entry is written (uroce_cq_push); a
+	 * stale view only makes this call miss a completion the next one returns. */
+	if (__atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE) == __atomic_load_n(&cq->head, __ATOMIC_RELAXED))
+		return 0;
 	pthread_mutex_lock(&cq->lock);
 	while (got < n && cq->head != cq->tail) {
 		wc[got++] = cq->ring[cq->head & (cq->size - 1)];
-		cq->head++;
+		__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&cq->lock);
 	return got;
@@ -205,8 +210,8 @@ int uroce_cq_resize(struct uroce_cq *cq, int cqe)
 	free(cq->ring);
 	cq->ring = ring;
 	cq->size = size;
-	cq->head = 0;
-	cq->tail = count;
+	__atomic_store_n(&cq->head, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&cq->tail, count, __ATOMIC_RELEASE);
 	cq->cqx.cqe = (int)size;
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
@@ -221,7 +226,7 @@ static int cqx_take(struct uroce_cq *cq)
 	if (cq->head == cq->tail)
 		return ENOENT;
 	cq->cur = cq->ring[cq->head & (cq->size - 1)];
-	cq->head++;
+	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	cq->cqx.status = cq->cur.status;
 	cq->cqx.wr_id = cq->cur.wr_id;
 	return 0;
