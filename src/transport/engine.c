@@ -1025,6 +1025,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	 * our session, so a lone spinner keeps its CPU. */
 	if (got) {
 		idle = 0;
+		empties = 0;   /* the first empty drain after a busy spell reads the clock */
 		return got;
 	}
 	/* Two empty drains close together: this thread busy-polls; renew the lease, and run
