@@ -78,6 +78,10 @@ struct uroce_engine {
 	 * with UROCE_ENGINE_STATS=1, printed to stderr when the context closes, so a test can
 	 * see who did the receiving (tests/transport/rc_lease.c). */
 	_Atomic uint64_t rx_progress, rx_app;
+	/* Autocork (AUTOCORK_NS): a QP's packets may be parked in its cork after a post
+	 * (engine_qp.parked); set when one is, cleared by flush_parked before it looks. */
+	atomic_bool any_parked;
+	uint64_t autocork_ns;            /* 0 = off (UROCE_AUTOCORK=0) */
 };
 
 /* `uroce stat` reads QP counters from shared memory: publish them this often while they
@@ -85,6 +89,8 @@ struct uroce_engine {
 #define ENG_PUBLISH_NS 200000000ull
 
 #define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
+#define AUTOCORK_NS 20000ull             /* longest a post's packets are parked (Autocork) */
+#define AUTOCORK_PKTS (ENG_BATCH / 2)    /* a post that collects this many sends at once */
 #define ENG_TAIL_OFF 128                 /* in a slot of a piecewise packet: pad + ICRC slot */
 
 struct engine_qp {                       /* io.arg of an RC QP bound to netio */
@@ -98,8 +104,14 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	 * of one sendmsg per packet.  A packet given whole (xmit) is copied into its slot; one
 	 * given in pieces (xmitv) keeps only its headers and tail there and points at the
 	 * payload in registered memory, which stays valid until uncork: uncork runs before
-	 * the QP's lock is released.  Used under the QP's lock only. */
+	 * the QP's lock is released -- or, for a post's packets parked by autocork, until
+	 * they leave, which is before their WQE can complete (the application may not reuse
+	 * or deregister the buffer before that).  Used under the QP's lock only. */
 	bool corked;
+	bool parked;                     /* nbatch packets left unsent on purpose (autocork) */
+	uint64_t park_due;               /* ... until then at the latest */
+	uint32_t post_resp_psn;          /* the responder's expected PSN, as last seen by a post */
+	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
 	uint8_t *slots;                  /* ENG_BATCH * UROCE_RC_MAX_PKT, allocated on first cork */
 	struct uroce_txpkt pk[ENG_BATCH];
@@ -138,6 +150,7 @@ static void eng_flush(struct engine_qp *eq)
 	if (eq->nbatch)
 		uroce_netio_send(eq->tx, &eq->dst, eq->pk, eq->nbatch);
 	eq->nbatch = 0;
+	eq->parked = false;
 }
 
 static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len);
@@ -154,6 +167,10 @@ static struct engine_qp *cork(struct uroce_qp *qp)
 	eq = rc->io.arg;
 	if (eq->corked || !eq->tx)
 		return NULL;             /* already collecting: the outer uncork sends */
+	/* Packets parked by autocork stay first in the batch: this uncork sends them, unless
+	 * the QP has left RTS/SQD since (unpark). */
+	if (eq->parked && qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		eq->nbatch = 0, eq->parked = false;
 	if (!eq->slots)
 		eq->slots = malloc((size_t)ENG_BATCH * UROCE_RC_MAX_PKT);
 	if (!eq->slots)
@@ -338,6 +355,8 @@ static int drain(struct uroce_engine *eng)
 	return total + n;
 }
 
+static void unpark(struct uroce_qp *qp, struct engine_qp *eq);
+
 /* Lower eng->due_hint to @d (0: nothing). */
 static void due_hint_min(struct uroce_engine *eng, uint64_t d)
 {
@@ -370,6 +389,18 @@ static void run_timers(struct uroce_engine *eng)
 		pthread_mutex_lock(&qp->lock);
 		if (publish)
 			changed |= uroce_rc_publish(qp);
+		/* Autocork: parked packets leave at park_due at the latest. */
+		{
+			struct uroce_rc *rc = uroce_rc_of(qp);
+			struct engine_qp *peq = rc && rc->io.xmit == eng_xmit ? rc->io.arg : NULL;
+
+			if (peq && peq->parked && !peq->corked) {
+				if (peq->park_due <= now)
+					unpark(qp, peq);
+				else if (!next || peq->park_due < next)
+					next = peq->park_due;
+			}
+		}
 		d = uroce_rc_next_deadline(qp);
 		if (d && d <= now) {
 			struct engine_qp *eq;
@@ -660,6 +691,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
 		eng->lease_ns = (v ? strtoull(v, NULL, 10) : POLL_LEASE_US) * 1000ull;
+		eng->autocork_ns = env_off("UROCE_AUTOCORK") ? 0 : AUTOCORK_NS;
 	}
 	ret = uroce_netio_open(ctx, &eng->nio);
 	if (ret)
@@ -725,6 +757,7 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 							     .len = len };
 		return 1;
 	}
+	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
 	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
 }
 
@@ -759,6 +792,7 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 		eq->pk[eq->nbatch++] = t;
 		return 1;
 	}
+	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
 	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
 }
 
@@ -911,6 +945,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	io.timer = eng_timer;
 	io.release = eng_release;
 	io.arg = eq;
+	eq->post_resp_psn = qp->attr.rq_psn;   /* the responder starts there (autocork) */
 	ret = uroce_rc_attach(qp, &io);
 	if (ret)
 		eng_release(eq);
@@ -962,6 +997,83 @@ int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool at
 	return uroce_mcast_detach(qp, gid->raw, uroce_netio_fd(eng->nio), (int)ifindex);
 }
 
+/*
+ * Autocork.  An application that streams small messages (ib_send_bw 64 B) posts one WQE per
+ * ibv_post_send, and each post was one sendmsg: a system call, an skb, a softirq delivery
+ * and a receive for every 64 bytes, on both sides.  Like TCP's autocorking, a post made
+ * while earlier packets of the QP are still unacknowledged leaves its packets in the QP's
+ * cork ("parked") instead of sending them: the next post adds to them, and they leave
+ * together, as one GSO send, once AUTOCORK_PKTS are collected or when anything else runs
+ * the QP (an ACK coming in, a timer), when the application polls a CQ or goes to sleep on
+ * one, or at AUTOCORK_NS after parking (run_timers) at the latest.  A post with nothing in
+ * flight (a ping-pong, a latency test, a first message) is sent at once as before, and a
+ * post of AUTOCORK_PKTS packets or more (a 64 KiB WRITE) is not held either.  The wait is
+ * never more than the earlier packets' own acknowledgment takes: their ACK runs the QP.
+ * UROCE_AUTOCORK=0 turns it off.
+ */
+
+/* Leave @eq's collected packets unsent (see Autocork); under the QP's lock. */
+static void park(struct engine_qp *eq, struct uroce_rc *rc)
+{
+	uint64_t now = uroce_rc_clock(), wait = eq->eng->autocork_ns, tmo = rc->qp->attr.timeout;
+
+	/* At most a quarter of the QP's local ACK timeout, 4.096 us * 2^timeout (IBA 9.7.6.1.3;
+	 * timers.c's rule for a deferred ACK). */
+	if (tmo && tmo < 32 && (4096ull << tmo) / 4 < wait)
+		wait = (4096ull << tmo) / 4;
+	if (!eq->parked) {
+		eq->parked = true;
+		eq->park_due = now + wait;
+	}
+	eq->corked = false;
+	atomic_store(&eq->eng->any_parked, true);
+	/* No doorbell (it would cost the progress thread a wake-up per batch on the poster's
+	 * CPU): the ACK of the packets in flight runs the QP, and the peer sends it at once
+	 * since it is not sending requests itself (see uroce_transport_post).  The progress
+	 * thread also takes park_due at its next wake-up, a busy poller at its next poll; a
+	 * poller that stops calling verbs under the lease leaves them until the lease ends, like
+	 * anything that arrives meanwhile. */
+	due_hint_min(eq->eng, eq->park_due);
+}
+
+/* Send @qp's parked packets, or drop them if the QP has left RTS/SQD since it parked them:
+ * a QP in Error sends nothing (IBA 10.3.1); its WQEs complete flushed.  Under its lock. */
+static void unpark(struct uroce_qp *qp, struct engine_qp *eq)
+{
+	if (!eq->parked || eq->corked)
+		return;
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
+		eq->nbatch = 0;
+		eq->parked = false;
+		return;
+	}
+	eng_flush(eq);
+}
+
+/* Send every QP's parked packets (an application thread polls or sleeps). */
+static void flush_parked(struct uroce_engine *eng)
+{
+	struct uroce_context *ctx = eng->ctx;
+
+	if (!atomic_load_explicit(&eng->any_parked, memory_order_relaxed) ||
+	    !atomic_exchange(&eng->any_parked, false))
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
+		struct uroce_rc *rc;
+
+		if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		rc = uroce_rc_of(qp);
+		if (rc && rc->io.xmit == eng_xmit && rc->io.arg)
+			unpark(qp, rc->io.arg);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 bool uroce_transport_post(struct uroce_qp *qp)
 {
 	if (!qp->transport)
@@ -981,9 +1093,29 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		return false;
 	} else {
 		/* A message of several packets (or several WQEs) leaves in few sendmsg: GSO. */
+		struct uroce_rc *rc = uroce_rc_of(qp);
 		struct engine_qp *eq = cork(qp);
+		bool quiet = false;
 
+		/* Autocork only while earlier packets are unacknowledged (so a ping-pong or a
+		 * first message is never held), and only while the peer has sent no request
+		 * for UROCE_RC_ACK_DEFER_IF_REQ_NS, as far as our posts saw: such a peer
+		 * acknowledges at once, where one that sends may hold its ACK for its own next
+		 * request (rc_resp.c).  The clock is read only when packets are in flight. */
+		if (eq && rc->comp_psn != rc->req_psn && eq->eng->autocork_ns) {
+			uint64_t now = uroce_rc_clock();
+
+			if (rc->resp_psn != eq->post_resp_psn) {
+				eq->post_resp_psn = rc->resp_psn;
+				eq->resp_moved = now;
+			}
+			quiet = now - eq->resp_moved >= UROCE_RC_ACK_DEFER_IF_REQ_NS;
+		}
 		uroce_rc_requester(qp, true);
+		if (quiet && eq->nbatch && eq->nbatch < AUTOCORK_PKTS && rc->io.arg == eq) {
+			park(eq, rc);
+			return true;
+		}
 		uncork(eq);
 	}
 	return true;
@@ -1012,6 +1144,8 @@ int uroce_transport_poll(struct uroce_context *ctx)
 
 	if (!eng)
 		return 0;
+	/* A thread that polls its CQ waits for what it posted: parked packets go now. */
+	flush_parked(eng);
 	got = poll_batch(eng);
 	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
 	if (got == 64)
@@ -1063,6 +1197,8 @@ void uroce_transport_will_sleep(struct uroce_context *ctx)
 {
 	struct uroce_engine *eng = ctx ? ctx->transport : NULL;
 
+	if (eng)
+		flush_parked(eng);   /* about to wait for what was posted */
 	if (!eng || !eng->lease_ns || !atomic_load_explicit(&eng->poll_stamp, memory_order_relaxed))
 		return;
 	atomic_store(&eng->poll_stamp, 0);
@@ -1087,10 +1223,16 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 	atomic_store(&eng->stop, true);
 	doorbell(eng);
 	pthread_join(eng->thread, NULL);
-	if (getenv("UROCE_ENGINE_STATS"))
-		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu\n", (int)getpid(),
+	if (getenv("UROCE_ENGINE_STATS")) {
+		struct uroce_netio_stats st;
+
+		uroce_netio_stats(eng->nio, &st);
+		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
+			"tx_gso_sends=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
-			(unsigned long long)atomic_load(&eng->rx_progress));
+			(unsigned long long)atomic_load(&eng->rx_progress),
+			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends);
+	}
 	uroce_netio_close(eng->nio);
 	close(eng->epfd);
 	close(eng->tfd);

@@ -1,6 +1,8 @@
-/* rc_lease.c — the poll lease (src/transport/engine.c): while an application thread
- * busy-polls its CQ, the progress thread leaves the receive socket to it.  Two processes,
- * plain verbs, one RC QP each, connected over a socketpair; the parent is the client.
+/* rc_lease.c — the engine's progress for busy pollers (src/transport/engine.c): the poll
+ * lease (while an application thread busy-polls its CQ, the progress thread leaves the
+ * receive socket to it) and autocork (a post made while packets are in flight waits for
+ * the next ones).  Two processes, plain verbs, one RC QP each, connected over a
+ * socketpair; the parent is the client.
  *
  *   rc_lease poll    lease 10 s.  2000 SEND ping-pongs, both sides busy-polling their CQ:
  *                    each side's application thread must have drained every datagram of
@@ -19,6 +21,20 @@
  *                    progress thread would still drain at its next timer wake-up (the
  *                    counters' publish, every 200 ms while they move), so this mode checks
  *                    that the event comes, not how soon.
+ *   rc_lease cork    lease 10 s.  The client streams CORK_N 64-byte SENDs, each carrying its
+ *                    index, keeping up to CORK_DEPTH outstanding and polling its CQ only when
+ *                    that many are (every CORK_SIG-th is signaled); the server checks that
+ *                    every message came, in order.  With autocork the posts made while
+ *                    earlier SENDs are unacknowledged leave together: the client must have
+ *                    made at least CORK_N / 32 GSO sends (UROCE_ENGINE_STATS at close;
+ *                    without autocork each post is a sendmsg of its own, and it makes none).
+ *   rc_lease corkwait  no lease.  Right after connecting (the server has sent nothing), the
+ *                    client posts two RDMA WRITEs back to back -- the second is parked
+ *                    behind the first, unacknowledged -- and then calls no verbs; the server
+ *                    spins on the second one's byte.  It must land within 10 s (printed:
+ *                    well under a millisecond): the first one's ACK, taken by the progress
+ *                    thread, sends it.  (Under a lease the wait ends with the lease, as for
+ *                    anything that arrives while the poller has stopped: see stop.)
  *
  * Exit 0 on success; every failure says what.
  */
@@ -41,8 +57,12 @@ static const char *who = "?";
 #include "rc_pair.h"
 
 #define MSG 64                       /* SEND size */
+#define CORK_N 4096                  /* SENDs streamed (cork) */
+#define CORK_DEPTH 48                /* outstanding at most (fits the QP and CQ) */
+#define CORK_SIG 8                   /* every CORK_SIG-th SEND is signaled */
+#define RQ_DEPTH 256                 /* the server's posted receives (cork) */
 #define SPIN_OFF 4096                /* the byte the client spins on (stop) */
-#define BUF_LEN 8192
+#define BUF_LEN 32768                /* cork: RQ_DEPTH receive slots, then the sends */
 
 struct node {
 	struct ibv_context *ctx;
@@ -72,7 +92,7 @@ static void open_node(struct node *n, int sock, uint32_t psn)
 		DIE("open: %s", strerror(errno));
 	n->ch = ibv_create_comp_channel(n->ctx);
 	n->pd = ibv_alloc_pd(n->ctx);
-	n->cq = n->ch && n->pd ? ibv_create_cq(n->ctx, 64, NULL, n->ch, 0) : NULL;
+	n->cq = n->ch && n->pd ? ibv_create_cq(n->ctx, RQ_DEPTH + 64, NULL, n->ch, 0) : NULL;
 	n->buf = calloc(1, BUF_LEN);
 	if (!n->cq || !n->buf)
 		DIE("resources: %s", strerror(errno));
@@ -81,7 +101,8 @@ static void open_node(struct node *n, int sock, uint32_t psn)
 		DIE("reg_mr: %s", strerror(errno));
 	qia.send_cq = qia.recv_cq = n->cq;
 	qia.qp_type = IBV_QPT_RC;
-	qia.cap.max_send_wr = qia.cap.max_recv_wr = 16;
+	qia.cap.max_send_wr = 64;
+	qia.cap.max_recv_wr = RQ_DEPTH;
 	qia.cap.max_send_sge = qia.cap.max_recv_sge = 1;
 	n->qp = ibv_create_qp(n->pd, &qia);
 	if (!n->qp)
@@ -106,6 +127,16 @@ static void post_recv(struct node *n)
 {
 	struct ibv_sge sge = { (uintptr_t)n->buf, MSG, n->mr->lkey };
 	struct ibv_recv_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(n->qp, &wr, &bad))
+		DIE("post_recv: %s", strerror(errno));
+}
+
+/* A receive into slot @k of the cork stream's ring (wr_id 16 + k). */
+static void post_recv_at(struct node *n, unsigned k)
+{
+	struct ibv_sge sge = { (uintptr_t)n->buf + (size_t)k * MSG, MSG, n->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 16 + k, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 	if (ibv_post_recv(n->qp, &wr, &bad))
 		DIE("post_recv: %s", strerror(errno));
@@ -166,6 +197,8 @@ static void sync_byte(struct node *n, bool out)
 
 /* Close the device with stderr captured, and return the engine's counters of this
  * process (the UROCE_ENGINE_STATS line printed at close). */
+static unsigned long long tx_packets, tx_gso;   /* from the same line */
+
 static void close_node(struct node *n, unsigned long long *app, unsigned long long *prog)
 {
 	char path[] = "/tmp/rc_lease.XXXXXX", line[256];
@@ -190,13 +223,63 @@ static void close_node(struct node *n, unsigned long long *app, unsigned long lo
 	lseek(fd, 0, SEEK_SET);
 	f = fdopen(fd, "r");
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "UROCE_ENGINE_STATS pid=%*d rx_app=%llu rx_progress=%llu", app, prog) == 2)
+		if (sscanf(line, "UROCE_ENGINE_STATS pid=%*d rx_app=%llu rx_progress=%llu tx_packets=%llu "
+			   "tx_gso_sends=%llu", app, prog, &tx_packets, &tx_gso) == 4)
 			found = true;
 	if (f)
 		fclose(f);
 	if (!found)
 		DIE("no UROCE_ENGINE_STATS line at close");
 	free(n->buf);
+}
+
+/* cork: the client streams CORK_N SENDs, message i carrying i; the server checks them. */
+static void cork_stream(struct node *n, bool client)
+{
+	if (!client) {
+		unsigned posted = 0;
+
+		for (; posted < RQ_DEPTH; posted++)
+			post_recv_at(n, posted % RQ_DEPTH);
+		sync_byte(n, true);
+		for (unsigned i = 0; i < CORK_N; i++) {
+			struct ibv_wc wc = rc_pair_wait_wc(n->cq, 10000000000ull);
+			uint32_t got;
+
+			if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || wc.byte_len != MSG)
+				DIE("message %u: %s, %u bytes", i, ibv_wc_status_str(wc.status), wc.byte_len);
+			memcpy(&got, n->buf + (wc.wr_id - 16) * MSG, sizeof(got));
+			if (got != i)
+				DIE("message %u carries %u: out of order or lost", i, got);
+			if (posted < CORK_N)
+				post_recv_at(n, (unsigned)(wc.wr_id - 16)), posted++;
+		}
+		return;
+	}
+	sync_byte(n, false);   /* the server's receives are posted */
+	for (unsigned i = 0, out = 0; i < CORK_N || out; ) {
+		if (i < CORK_N && out < CORK_DEPTH) {
+			uint8_t *m = n->buf + RQ_DEPTH * MSG + (i % CORK_DEPTH) * MSG;
+			struct ibv_sge sge = { (uintptr_t)m, MSG, n->mr->lkey };
+			struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+						  .opcode = IBV_WR_SEND }, *bad;
+
+			memcpy(m, &i, sizeof(i));
+			if (i % CORK_SIG == CORK_SIG - 1 || i == CORK_N - 1)
+				wr.send_flags = IBV_SEND_SIGNALED;
+			if (ibv_post_send(n->qp, &wr, &bad))
+				DIE("post_send %u: %s", i, strerror(errno));
+			i++;
+			out++;
+			continue;
+		}
+		/* Full (or done): one signaled completion retires everything before it. */
+		struct ibv_wc wc = rc_pair_wait_wc(n->cq, 10000000000ull);
+
+		if (wc.status != IBV_WC_SUCCESS)
+			DIE("send: %s", ibv_wc_status_str(wc.status));
+		out -= CORK_SIG;   /* CORK_N and CORK_DEPTH are multiples of CORK_SIG */
+	}
 }
 
 static int run(const char *mode, bool client, int sock)
@@ -218,8 +301,45 @@ static int run(const char *mode, bool client, int sock)
 		printf("%s: rx_app=%llu rx_progress=%llu\n", who, app, prog);
 		return 0;
 	}
-	pingpong(&n, client, 100);
-	if (!strcmp(mode, "stop")) {
+	if (!strcmp(mode, "cork")) {
+		cork_stream(&n, client);
+		sync_byte(&n, client);
+		sync_byte(&n, !client);
+		close_node(&n, &app, &prog);
+		printf("%s: tx_packets=%llu tx_gso_sends=%llu\n", who, tx_packets, tx_gso);
+		if (client && tx_gso < CORK_N / 32)
+			DIE("%u SENDs streamed in %llu packets with only %llu GSO sends (want >= %u): "
+			    "the posts were not corked", CORK_N, tx_packets, tx_gso, CORK_N / 32);
+		return 0;
+	}
+	if (strcmp(mode, "corkwait"))
+		pingpong(&n, client, 100);
+	if (!strcmp(mode, "corkwait")) {
+		volatile uint8_t *b = n.buf + SPIN_OFF;
+
+		if (client) {
+			n.buf[MSG] = 0x5A;
+			sync_byte(&n, true);
+			post_send(&n, IBV_WR_RDMA_WRITE, SPIN_OFF - 1);
+			post_send(&n, IBV_WR_RDMA_WRITE, SPIN_OFF);
+			sync_byte(&n, false);   /* no verbs until the server saw the second one */
+			wait_wc(&n, 1);
+			wait_wc(&n, 1);
+		} else {
+			uint64_t t0, deadline;
+
+			sync_byte(&n, false);
+			t0 = now_ns();
+			deadline = t0 + 10000000000ull;
+			while (*b != 0x5A)
+				if (now_ns() > deadline)
+					DIE("the second of two back-to-back RDMA WRITEs did not land "
+					    "within 10 s while the client called no verbs");
+			printf("server: second WRITE placed %.3f ms after the client's posts\n",
+			       (double)(now_ns() - t0) / 1e6);
+			sync_byte(&n, true);
+		}
+	} else if (!strcmp(mode, "stop")) {
 		if (client) {
 			volatile uint8_t *b = n.buf + SPIN_OFF;
 			uint64_t t0, deadline;
@@ -287,8 +407,8 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	if (argc != 2)
-		DIE("usage: rc_lease poll|stop|sleep");
-	lease = !strcmp(argv[1], "stop") ? "200000" : "10000000";
+		DIE("usage: rc_lease poll|stop|sleep|cork|corkwait");
+	lease = !strcmp(argv[1], "stop") ? "200000" : !strcmp(argv[1], "corkwait") ? "0" : "10000000";
 	setenv("UROCE_POLL_LEASE_US", lease, 1);
 	setenv("UROCE_ENGINE_STATS", "1", 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
