@@ -1136,10 +1136,11 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	static POLL_TLS int every = -1;         /* POLL_IDLE_YIELD, or 0 if turned off */
 	static POLL_TLS int idle;               /* empty drains in a row, this thread */
 	static POLL_TLS uint64_t last_empty;    /* when this thread last drained nothing */
-	static POLL_TLS unsigned empties;       /* empty drains, this thread (clock sampling) */
+	static POLL_TLS unsigned empties;       /* empty drains in a row, this thread */
 	struct uroce_engine *eng = ctx->transport;
 	uint64_t now;
 	const char *v;
+	bool tick;
 	int got;
 
 	if (!eng)
@@ -1159,16 +1160,19 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	 * our session, so a lone spinner keeps its CPU. */
 	if (got) {
 		idle = 0;
-		empties = 0;   /* the first empty drain after a busy spell reads the clock */
+		empties = 0;
 		return got;
 	}
 	/* Two empty drains close together: this thread busy-polls; renew the lease, and run
 	 * the timers that came due (retransmission, RNR retry, a deferred ACK): under the
-	 * lease the progress thread does not wake for them.  The clock is read at every
-	 * POLL_CLOCK_EVERY-th empty drain only (a clock read was 10% of a busy poller's user
-	 * time): a few drains take well under POLL_SPIN_GAP_NS, and timers are checked within
-	 * microseconds all the same. */
-	if (eng->lease_ns && !(empties++ % POLL_CLOCK_EVERY)) {
+	 * lease the progress thread does not wake for them.  The clock is read at the first
+	 * two empty drains after a non-empty one (two drains in a row: the lease's test, even
+	 * for short waits and on a loaded CPU) and then at every POLL_CLOCK_EVERY-th only (a
+	 * clock read was 10% of a busy poller's user time); timers are still checked within
+	 * microseconds. */
+	tick = empties < 2 || !(empties % POLL_CLOCK_EVERY);
+	empties++;
+	if (eng->lease_ns && tick) {
 		uint64_t due = atomic_load_explicit(&eng->due_hint, memory_order_relaxed);
 
 		now = uroce_rc_clock();
