@@ -1,0 +1,228 @@
+/* udp_gso — the kernel's share of uroce's write_bw, without RoCE: a sender that hands UDP
+ * the bytes of 64 KiB RDMA WRITEs (path MTU 4096) in the shape netio does, and a receiver
+ * with UDP_GRO that drains them.  Run it pinned like bench/run.sh pins write_bw (receiver
+ * on CPU 0, sender on CPU 1) and compare with iperf3 in the same minute: it is the ceiling
+ * of a sender whose packets cost nothing to build (no ICRC, no protocol, no ACKs).
+ *
+ *   udp_gso -r [-p PORT] [-d SECONDS]                  receiver (stops after SECONDS + 1)
+ *   udp_gso -t HOST [-p PORT] [-d SECONDS] [-s SHAPE]  sender
+ *
+ * Shapes (each 64 KiB message = FIRST 28+4096+4 bytes, 14 MIDDLE and a LAST of 12+4096+4,
+ * the UDP payloads of RoCEv2 packets: BTH [+ RETH] + payload + ICRC):
+ *   uroce  two UDP_SEGMENT sends per message, FIRST + MIDDLE (segment 4128) and
+ *          13 MIDDLE + LAST (4112), each packet three pieces (header, 4 KiB payload in a
+ *          page-aligned buffer, 4-byte tail): what netio gives the kernel
+ *   mmsg   the same two sends in one sendmmsg
+ *   flat   the same two sends, each one contiguous piece (what a copy into a staging
+ *          buffer would hand the kernel)
+ *   gather flat, with the copy into the staging buffer done (memcpy of the pieces) before
+ *          each send, as a sender that gathered in user space would
+ *   one    the MIDDLEs and the LAST of the message as one contiguous 15-segment send and
+ *          the FIRST alone (for comparison only: which split costs what)
+ *
+ * Both print   udp_gso {send|recv} shape=S gbps=G msgs=N secs=T   (G counts UDP payload
+ * bytes; the receiver from its first datagram to its last). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define NPKT 16                       /* 64 KiB at 4096 per packet */
+#define PAY 4096
+#define FIRST_LEN (28 + PAY + 4)      /* BTH + RETH + payload + ICRC */
+#define MID_LEN (12 + PAY + 4)        /* BTH + payload + ICRC */
+#define MSG_BYTES (FIRST_LEN + (NPKT - 1) * MID_LEN)
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: udp_gso -r [-p PORT] [-d SECONDS] | -t HOST [-p PORT] [-d SECONDS] "
+		"[-s uroce|mmsg|flat|gather|one]\n");
+	exit(2);
+}
+
+static int receiver(uint16_t port, int secs)
+{
+	static uint8_t bufs[8][65536];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct mmsghdr m[8];
+	struct iovec v[8];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1, sz = 4 << 20;
+	uint64_t bytes = 0;
+	double first = 0, last = 0, start;
+
+	if (fd < 0 || setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("udp_gso: receiver socket");
+		return 1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	for (int i = 0; i < 8; i++) {
+		v[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
+		memset(&m[i], 0, sizeof(m[i]));
+		m[i].msg_hdr.msg_iov = &v[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+	}
+	start = now();
+	while (now() - start < secs + 1) {
+		int n = recvmmsg(fd, m, 8, MSG_DONTWAIT, NULL);
+
+		for (int i = 0; i < n; i++)
+			bytes += m[i].msg_len;
+		if (n > 0) {
+			last = now();
+			if (!first)
+				first = last;
+		}
+	}
+	printf("udp_gso recv gbps=%.2f msgs=%.0f secs=%.2f\n",
+	       last > first ? (double)bytes * 8 / 1e9 / (last - first) : 0.0,
+	       (double)bytes / MSG_BYTES, last - first);
+	return 0;
+}
+
+/* One UDP_SEGMENT control message per msghdr. */
+static void set_gso(struct msghdr *m, char *cbuf, size_t cap, uint16_t seg)
+{
+	struct cmsghdr *c;
+
+	memset(cbuf, 0, cap);
+	m->msg_control = cbuf;
+	m->msg_controllen = CMSG_SPACE(sizeof(seg));
+	c = CMSG_FIRSTHDR(m);
+	c->cmsg_level = IPPROTO_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+}
+
+static int sender(const char *host, uint16_t port, int secs, const char *shape)
+{
+	static uint8_t hdr[NPKT][128] __attribute__((aligned(64)));
+	static uint8_t flat[2][65536] __attribute__((aligned(4096)));
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct iovec iov[2][3 * NPKT], giov[2][3 * NPKT];
+	unsigned gn[2] = { 0, 0 };
+	struct mmsghdr mm[2];
+	char cbuf[2][64];
+	unsigned niov[2] = { 0, 0 };
+	size_t len[2] = { 0, 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), pmtu = IP_PMTUDISC_DO, sz = 4 << 20;
+	uint8_t *app = aligned_alloc(4096, NPKT * PAY);
+	bool gather = !strcmp(shape, "gather");
+	bool pieces = strcmp(shape, "flat") && strcmp(shape, "one");
+	unsigned split = strcmp(shape, "one") ? 2 : 1;   /* packets in the first send */
+	uint64_t msgs = 0, failed = 0;
+	double start, t;
+
+	if (!app || fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		usage();
+	if (strcmp(shape, "uroce") && strcmp(shape, "mmsg") && strcmp(shape, "flat") && strcmp(shape, "one") &&
+	    !gather)
+		usage();
+	memset(app, 0x5a, NPKT * PAY);
+	memset(hdr, 0xa5, sizeof(hdr));
+	(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	for (unsigned k = 0; k < NPKT; k++) {
+		unsigned s = k < split ? 0 : 1;
+		size_t h = k ? 12 : 28;
+
+		if (pieces) {
+			iov[s][niov[s]++] = (struct iovec){ hdr[k], h };
+			iov[s][niov[s]++] = (struct iovec){ app + (size_t)k * PAY, PAY };
+			iov[s][niov[s]++] = (struct iovec){ hdr[k] + 64, 4 };
+		}
+		len[s] += h + PAY + 4;
+	}
+	memset(mm, 0, sizeof(mm));
+	for (unsigned s = 0; s < 2; s++) {
+		struct msghdr *m = &mm[s].msg_hdr;
+
+		if (gather) {   /* the pieces stay in iov[s]; what is sent is flat[s] */
+			memcpy(giov[s], iov[s], niov[s] * sizeof(*iov[s]));
+			gn[s] = niov[s];
+		}
+		if (!pieces || gather) {
+			memset(flat[s], 0x5a, len[s]);
+			iov[s][0] = (struct iovec){ flat[s], len[s] };
+			niov[s] = 1;
+		}
+		m->msg_name = &a;
+		m->msg_namelen = sizeof(a);
+		m->msg_iov = iov[s];
+		m->msg_iovlen = niov[s];
+		if (len[s] > FIRST_LEN)   /* more than one packet: a GSO send */
+			set_gso(m, cbuf[s], sizeof(cbuf[s]), s == 0 ? FIRST_LEN : MID_LEN);
+	}
+	start = now();
+	while ((t = now()) - start < secs) {
+		for (unsigned s = 0; gather && s < 2; s++) {
+			size_t off = 0;
+
+			for (unsigned i = 0; i < gn[s]; i++) {
+				memcpy(flat[s] + off, giov[s][i].iov_base, giov[s][i].iov_len);
+				off += giov[s][i].iov_len;
+			}
+		}
+		if (!strcmp(shape, "mmsg")) {
+			if (sendmmsg(fd, mm, 2, 0) != 2)
+				failed++;
+			else
+				msgs++;
+		} else if (sendmsg(fd, &mm[0].msg_hdr, 0) < 0 || sendmsg(fd, &mm[1].msg_hdr, 0) < 0) {
+			failed++;
+		} else {
+			msgs++;
+		}
+	}
+	printf("udp_gso send shape=%s gbps=%.2f msgs=%llu secs=%.2f failed=%llu\n", shape,
+	       (double)msgs * MSG_BYTES * 8 / 1e9 / (t - start), (unsigned long long)msgs, t - start,
+	       (unsigned long long)failed);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *host = NULL, *shape = "uroce";
+	int recv_mode = 0, secs = 3, opt;
+	uint16_t port = 18700;
+
+	while ((opt = getopt(argc, argv, "rt:p:d:s:")) != -1) {
+		switch (opt) {
+		case 'r': recv_mode = 1; break;
+		case 't': host = optarg; break;
+		case 'p': port = (uint16_t)atoi(optarg); break;
+		case 'd': secs = atoi(optarg); break;
+		case 's': shape = optarg; break;
+		default: usage();
+		}
+	}
+	if (secs <= 0 || recv_mode == !!host)
+		usage();
+	return recv_mode ? receiver(port, secs) : sender(host, port, secs, shape);
+}
