@@ -157,20 +157,33 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len);
 
 /* Collect @qp's outgoing packets until uncork() (QPs bound to eng_xmit: RC and UC; NULL:
  * not batched, packets leave one by one).  Caller holds the QP's lock. */
+/* The engine's state of an RC or UC QP bound to eng_xmit, or NULL. */
+static struct engine_qp *engine_qp_of(const struct uroce_rc *rc)
+{
+	return rc && rc->io.xmit == eng_xmit ? rc->io.arg : NULL;
+}
+
+/* Drop packets autocork parked (uroce_transport_post) if @qp has left RTS/SQD since: a QP
+ * in Error sends nothing (IBA 10.3.1); its WQEs complete flushed.  True if none is left. */
+static bool park_dropped(const struct uroce_qp *qp, struct engine_qp *eq)
+{
+	if (!eq->parked)
+		return true;
+	if (qp->attr.qp_state == IBV_QPS_RTS || qp->attr.qp_state == IBV_QPS_SQD)
+		return false;
+	eq->nbatch = 0;
+	eq->parked = false;
+	return true;
+}
+
 static struct engine_qp *cork(struct uroce_qp *qp)
 {
-	struct uroce_rc *rc = uroce_rc_of(qp);
-	struct engine_qp *eq;
+	struct engine_qp *eq = engine_qp_of(uroce_rc_of(qp));
 
-	if (!rc || rc->io.xmit != eng_xmit || !rc->io.arg)
-		return NULL;
-	eq = rc->io.arg;
-	if (eq->corked || !eq->tx)
-		return NULL;             /* already collecting: the outer uncork sends */
-	/* Packets parked by autocork stay first in the batch: this uncork sends them, unless
-	 * the QP has left RTS/SQD since (unpark). */
-	if (eq->parked && qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
-		eq->nbatch = 0, eq->parked = false;
+	if (!eq || eq->corked || !eq->tx)
+		return NULL;             /* not batched, or already collecting: the outer uncork sends */
+	/* Packets parked by autocork stay first in the batch: this uncork sends them. */
+	park_dropped(qp, eq);
 	if (!eq->slots)
 		eq->slots = malloc((size_t)ENG_BATCH * UROCE_RC_MAX_PKT);
 	if (!eq->slots)
@@ -301,15 +314,12 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 	return 0;
 }
 
-/* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
- * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
- * sending too) stays deferred. */
-static void flush_batch_acks(struct uroce_engine *eng)
+/* Run @fn on every RC QP of @eng's context that has a transport, under the context's lock
+ * and the QP's. */
+static void each_rc_qp(struct uroce_engine *eng, void (*fn)(struct uroce_qp *, struct uroce_rc *))
 {
 	struct uroce_context *ctx = eng->ctx;
 
-	if (!atomic_exchange(&eng->batch_acks, false))
-		return;
 	pthread_mutex_lock(&ctx->lock);
 	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
 		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
@@ -319,14 +329,30 @@ static void flush_batch_acks(struct uroce_engine *eng)
 			continue;
 		pthread_mutex_lock(&qp->lock);
 		rc = uroce_rc_of(qp);
-		if (rc && rc->ack_batch) {
-			rc->ack_batch = false;
-			if (rc->ack_pending && !rc->t_ack)
-				uroce_rc_flush_ack(rc);
-		}
+		if (rc)
+			fn(qp, rc);
 		uroce_rc_unlock_qp(qp);
 	}
 	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void flush_batch_ack(struct uroce_qp *qp, struct uroce_rc *rc)
+{
+	(void)qp;
+	if (rc->ack_batch) {
+		rc->ack_batch = false;
+		if (rc->ack_pending && !rc->t_ack)
+			uroce_rc_flush_ack(rc);
+	}
+}
+
+/* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
+ * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
+ * sending too) stays deferred. */
+static void flush_batch_acks(struct uroce_engine *eng)
+{
+	if (atomic_exchange(&eng->batch_acks, false))
+		each_rc_qp(eng, flush_batch_ack);
 }
 
 static int poll_batch(struct uroce_engine *eng)
@@ -355,7 +381,7 @@ static int drain(struct uroce_engine *eng)
 	return total + n;
 }
 
-static void unpark(struct uroce_qp *qp, struct engine_qp *eq);
+static void unpark(struct uroce_qp *qp, struct uroce_rc *rc);
 
 /* Lower eng->due_hint to @d (0: nothing). */
 static void due_hint_min(struct uroce_engine *eng, uint64_t d)
@@ -391,12 +417,11 @@ static void run_timers(struct uroce_engine *eng)
 			changed |= uroce_rc_publish(qp);
 		/* Autocork: parked packets leave at park_due at the latest. */
 		{
-			struct uroce_rc *rc = uroce_rc_of(qp);
-			struct engine_qp *peq = rc && rc->io.xmit == eng_xmit ? rc->io.arg : NULL;
+			struct engine_qp *peq = engine_qp_of(uroce_rc_of(qp));
 
 			if (peq && peq->parked && !peq->corked) {
 				if (peq->park_due <= now)
-					unpark(qp, peq);
+					unpark(qp, uroce_rc_of(qp));
 				else if (!next || peq->park_due < next)
 					next = peq->park_due;
 			}
@@ -1013,9 +1038,9 @@ int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool at
  */
 
 /* Leave @eq's collected packets unsent (see Autocork); under the QP's lock. */
-static void park(struct engine_qp *eq, struct uroce_rc *rc)
+static void park(struct engine_qp *eq, struct uroce_rc *rc, uint64_t now)
 {
-	uint64_t now = uroce_rc_clock(), wait = eq->eng->autocork_ns, tmo = rc->qp->attr.timeout;
+	uint64_t wait = eq->eng->autocork_ns, tmo = rc->qp->attr.timeout;
 
 	/* At most a quarter of the QP's local ACK timeout, 4.096 us * 2^timeout (IBA 9.7.6.1.3;
 	 * timers.c's rule for a deferred ACK). */
@@ -1036,42 +1061,22 @@ static void park(struct engine_qp *eq, struct uroce_rc *rc)
 	due_hint_min(eq->eng, eq->park_due);
 }
 
-/* Send @qp's parked packets, or drop them if the QP has left RTS/SQD since it parked them:
- * a QP in Error sends nothing (IBA 10.3.1); its WQEs complete flushed.  Under its lock. */
-static void unpark(struct uroce_qp *qp, struct engine_qp *eq)
+/* Send @qp's parked packets (or drop them: park_dropped).  Under its lock. */
+static void unpark(struct uroce_qp *qp, struct uroce_rc *rc)
 {
-	if (!eq->parked || eq->corked)
-		return;
-	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
-		eq->nbatch = 0;
-		eq->parked = false;
-		return;
-	}
-	eng_flush(eq);
+	struct engine_qp *eq = engine_qp_of(rc);
+
+	if (eq && !eq->corked && !park_dropped(qp, eq))
+		eng_flush(eq);
 }
 
-/* Send every QP's parked packets (an application thread polls or sleeps). */
+/* Send every QP's parked packets (an application thread polls or sleeps).  The relaxed
+ * load keeps the common case -- nothing parked -- to one read on a busy poll. */
 static void flush_parked(struct uroce_engine *eng)
 {
-	struct uroce_context *ctx = eng->ctx;
-
-	if (!atomic_load_explicit(&eng->any_parked, memory_order_relaxed) ||
-	    !atomic_exchange(&eng->any_parked, false))
-		return;
-	pthread_mutex_lock(&ctx->lock);
-	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
-		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
-		struct uroce_rc *rc;
-
-		if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
-			continue;
-		pthread_mutex_lock(&qp->lock);
-		rc = uroce_rc_of(qp);
-		if (rc && rc->io.xmit == eng_xmit && rc->io.arg)
-			unpark(qp, rc->io.arg);
-		pthread_mutex_unlock(&qp->lock);
-	}
-	pthread_mutex_unlock(&ctx->lock);
+	if (atomic_load_explicit(&eng->any_parked, memory_order_relaxed) &&
+	    atomic_exchange(&eng->any_parked, false))
+		each_rc_qp(eng, unpark);
 }
 
 bool uroce_transport_post(struct uroce_qp *qp)
@@ -1096,6 +1101,7 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		struct uroce_rc *rc = uroce_rc_of(qp);
 		struct engine_qp *eq = cork(qp);
 		bool quiet = false;
+		uint64_t now = 0;
 
 		/* Autocork only while earlier packets are unacknowledged (so a ping-pong or a
 		 * first message is never held), and only while the peer has sent no request
@@ -1103,8 +1109,7 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		 * acknowledges at once, where one that sends may hold its ACK for its own next
 		 * request (rc_resp.c).  The clock is read only when packets are in flight. */
 		if (eq && rc->comp_psn != rc->req_psn && eq->eng->autocork_ns) {
-			uint64_t now = uroce_rc_clock();
-
+			now = uroce_rc_clock();
 			if (rc->resp_psn != eq->post_resp_psn) {
 				eq->post_resp_psn = rc->resp_psn;
 				eq->resp_moved = now;
@@ -1113,7 +1118,7 @@ bool uroce_transport_post(struct uroce_qp *qp)
 		}
 		uroce_rc_requester(qp, true);
 		if (quiet && eq->nbatch && eq->nbatch < AUTOCORK_PKTS && rc->io.arg == eq) {
-			park(eq, rc);
+			park(eq, rc, now);
 			return true;
 		}
 		uncork(eq);
