@@ -188,6 +188,18 @@ static void pingpong(struct node *n, bool client, int iters)
 	}
 }
 
+/* Spin on the byte at @b, with no verbs, until a WRITE sets it to 0x5A (10 s at most, else
+ * die saying @fail).  Returns the milliseconds waited. */
+static double spin_for_write(volatile const uint8_t *b, const char *fail)
+{
+	uint64_t t0 = now_ns(), deadline = t0 + 10000000000ull;
+
+	while (*b != 0x5A)
+		if (now_ns() > deadline)
+			DIE("%s", fail);
+	return (double)(now_ns() - t0) / 1e6;
+}
+
 static void sync_byte(struct node *n, bool out)
 {
 	char c = 's';
@@ -326,33 +338,18 @@ static int run(const char *mode, bool client, int sock)
 			wait_wc(&n, 1);
 			wait_wc(&n, 1);
 		} else {
-			uint64_t t0, deadline;
-
 			sync_byte(&n, false);
-			t0 = now_ns();
-			deadline = t0 + 10000000000ull;
-			while (*b != 0x5A)
-				if (now_ns() > deadline)
-					DIE("the second of two back-to-back RDMA WRITEs did not land "
-					    "within 10 s while the client called no verbs");
 			printf("server: second WRITE placed %.3f ms after the client's posts\n",
-			       (double)(now_ns() - t0) / 1e6);
+			       spin_for_write(b, "the second of two back-to-back RDMA WRITEs did not "
+					      "land within 10 s while the client called no verbs"));
 			sync_byte(&n, true);
 		}
 	} else if (!strcmp(mode, "stop")) {
 		if (client) {
-			volatile uint8_t *b = n.buf + SPIN_OFF;
-			uint64_t t0, deadline;
-
 			sync_byte(&n, true);
-			t0 = now_ns();
-			deadline = t0 + 10000000000ull;
-			while (*b != 0x5A)
-				if (now_ns() > deadline)
-					DIE("the RDMA WRITE was not placed within 10 s of the last "
-					    "busy poll (lease 200 ms)");
 			printf("client: WRITE placed %.1f ms after the last busy poll\n",
-			       (double)(now_ns() - t0) / 1e6);
+			       spin_for_write(n.buf + SPIN_OFF, "the RDMA WRITE was not placed within "
+					      "10 s of the last busy poll (lease 200 ms)"));
 		} else {
 			sync_byte(&n, false);
 			n.buf[MSG] = 0x5A;
