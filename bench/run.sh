@@ -193,6 +193,16 @@ function median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
+# the median of a reference peer runs for key k ("" if none; their count in nf)
+function ref(k, tag,    r, F) {
+	nf = 0
+	for (r = 1; r <= reps; r++) if ((k, tag, r) in v) F[++nf] = v[k, tag, r]
+	return nf ? median(F, nf) : ""
+}
+function line(b, p, name, x, y, note, nx, ny) {
+	printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, name, x, y, unit[b],
+		(y > 0 ? x / y : 0), "", note, nx, ny
+}
 { key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++nk] = key } v[key, $3, $4] = $5 }
 END {
 	unit["write_bw"] = "Gb/s"; unit["write_lat"] = "us"; unit["send_bw"] = "Mpps"
@@ -213,21 +223,13 @@ END {
 		mu = nu ? median(U, nu) : 0; mp = np ? median(P, np) : 0
 		printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
 			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
-		nf = 0
-		for (r = 1; r <= reps; r++) if ((order[k], "floor", r) in v) F[++nf] = v[order[k], "floor", r]
-		if (nf) {
-			mf = median(F, nf)
-			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "udp_pp -T", mu, mf, unit[b],
-				(mf > 0 ? mu / mf : 0), "", "(hand-off floor)", nu, nf
-		}
-		nf = 0
-		for (r = 1; r <= reps; r++) if ((order[k], "kern", r) in v) F[++nf] = v[order[k], "kern", r]
-		if (nf) {
-			mf = median(F, nf)
-			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "udp_roce_pp", mu, mf, unit[b],
-				(mf > 0 ? mu / mf : 0), "", "(kernel share)", nu, nf
-			printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, "(kernel)", mf, mp, unit[b],
-				(mp > 0 ? mf / mp : 0), "", "(udp_roce_pp / udp_pingpong)", nf, np
+		# reference lines (write_lat): uroce over the hand-off floor and over the kernel
+		# share, and the kernel share over the plain peer
+		if ((mf = ref(order[k], "floor")) != "")
+			line(b, p, "udp_pp -T", mu, mf, "(hand-off floor)", nu, nf)
+		if ((mf = ref(order[k], "kern")) != "") {
+			line(b, p, "udp_roce_pp", mu, mf, "(kernel share)", nu, nf)
+			line(b, p, "(kernel)", mf, mp, "(udp_roce_pp / udp_pingpong)", nf, np)
 		}
 	}
 }' "$res"

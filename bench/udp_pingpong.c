@@ -31,21 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pingpong_util.h"
+
 #define MAX_SIZE 65507
 #define STOP_BYTE 0xEE /* first byte of the client's last datagram: the server exits */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 static void usage(void)
 {
@@ -247,14 +236,10 @@ static int client(const char *host, const char *port, size_t size, unsigned iter
 	buf[0] = STOP_BYTE;
 	send(fd, buf, size, 0);
 
-	qsort(t, iters, sizeof(*t), cmp_u64);
-	double sum = 0;
-	for (unsigned i = 0; i < iters; i++)
-		sum += (double)t[i];
-	/* One-way = half the round trip, as perftest's latency tests report. */
-	printf("udp_pingpong%s bytes=%zu iters=%u t_min=%.2f t_typical=%.2f t_avg=%.2f t_p99=%.2f\n", handoff ? " handoff" : "", size, iters,
-	       (double)t[0] / 2000.0, (double)t[iters / 2] / 2000.0, sum / iters / 2000.0,
-	       (double)t[(size_t)iters * 99 / 100] / 2000.0);
+	char what[64];
+
+	snprintf(what, sizeof(what), "udp_pingpong%s bytes=%zu iters=%u", handoff ? " handoff" : "", size, iters);
+	report_half_rtt(what, t, iters);
 	free(t);
 	return 0;
 }

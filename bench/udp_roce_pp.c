@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pingpong_util.h"
+
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -44,21 +46,6 @@
 #define ACK_LEN 20      /* UDP payload of an ACK */
 #define SLOTS 16        /* receive slots, as uroce's RX_BATCH */
 #define STOP_BYTE 0xEE  /* first byte of the client's last send: the server exits */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static void usage(void)
 {
@@ -167,7 +154,7 @@ static int client(const char *host, unsigned port, unsigned iters, unsigned warm
 	struct sockaddr_in6 to = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) }, from;
 	struct in_addr v4;
 	uint64_t *t, give_up = now_ns() + 10000000000ull;
-	double sum = 0;
+	char what[48];
 	uint8_t first;
 	int fd;
 
@@ -211,13 +198,8 @@ static int client(const char *host, unsigned port, unsigned iters, unsigned warm
 			t[i - warmup] = now_ns() - t0;
 	}
 	send_hop(fd, &to, STOP_BYTE);
-	qsort(t, iters, sizeof(*t), cmp_u64);
-	for (unsigned i = 0; i < iters; i++)
-		sum += (double)t[i];
-	/* One-way = half the round trip, as perftest's latency tests report. */
-	printf("udp_roce_pp iters=%u t_min=%.2f t_typical=%.2f t_avg=%.2f t_p99=%.2f\n", iters,
-	       (double)t[0] / 2000.0, (double)t[iters / 2] / 2000.0, sum / iters / 2000.0,
-	       (double)t[(size_t)iters * 99 / 100] / 2000.0);
+	snprintf(what, sizeof(what), "udp_roce_pp iters=%u", iters);
+	report_half_rtt(what, t, iters);
 	free(t);
 	return 0;
 }
