@@ -91,7 +91,12 @@ struct uroce_engine {
 #define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
 #define AUTOCORK_NS 20000ull             /* longest a post's packets are parked (Autocork) */
 #define AUTOCORK_PKTS (ENG_BATCH / 2)    /* a post that collects this many sends at once */
-#define ENG_TAIL_OFF 128                 /* in a slot of a piecewise packet: pad + ICRC slot */
+#define ENG_HDR_MAX 128                  /* headers of a piecewise packet, at most */
+#define ENG_TAIL_MAX 8                   /* its pad + ICRC slot, at most */
+/* A batch slot: ENG_TAIL_MAX bytes for the previous packet's tail, then this packet (whole,
+ * or the headers of a piecewise one).  So a piecewise packet's tail ends where the next
+ * slot's headers begin, and netio hands the two to the kernel as one piece. */
+#define ENG_SLOT (ENG_TAIL_MAX + UROCE_RC_MAX_PKT)
 
 struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	struct uroce_engine *eng;
@@ -113,9 +118,15 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	uint32_t post_resp_psn;          /* the responder's expected PSN, as last seen by a post */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
-	uint8_t *slots;                  /* ENG_BATCH * UROCE_RC_MAX_PKT, allocated on first cork */
+	uint8_t *slots;                  /* ENG_BATCH + 1 of ENG_SLOT, allocated on first cork */
 	struct uroce_txpkt pk[ENG_BATCH];
 };
+
+/* Where batch slot @k's packet (or headers) go; slot ENG_BATCH only holds a tail. */
+static uint8_t *slot_at(struct engine_qp *eq, unsigned k)
+{
+	return eq->slots + (size_t)k * ENG_SLOT + ENG_TAIL_MAX;
+}
 
 static bool env_off(const char *name)
 {
@@ -185,7 +196,7 @@ static struct engine_qp *cork(struct uroce_qp *qp)
 	/* Packets parked by autocork stay first in the batch: this uncork sends them. */
 	park_dropped(qp, eq);
 	if (!eq->slots)
-		eq->slots = malloc((size_t)ENG_BATCH * UROCE_RC_MAX_PKT);
+		eq->slots = malloc((size_t)(ENG_BATCH + 1) * ENG_SLOT);
 	if (!eq->slots)
 		return NULL;
 	eq->corked = true;
@@ -776,7 +787,7 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 
 		if (eq->nbatch == ENG_BATCH)
 			eng_flush(eq);
-		slot = eq->slots + (size_t)eq->nbatch * UROCE_RC_MAX_PKT;
+		slot = slot_at(eq, eq->nbatch);
 		memcpy(slot, pkt, len);
 		eq->pk[eq->nbatch++] = (struct uroce_txpkt){ .iov = { { slot, len } }, .iovcnt = 1,
 							     .len = len };
@@ -791,28 +802,29 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 {
 	struct engine_qp *eq = arg;
 	struct uroce_txpkt t = { .iovcnt = 0 };
-	uint8_t buf[ENG_TAIL_OFF + 8], *slot = buf;
+	uint8_t buf[ENG_HDR_MAX + ENG_TAIL_MAX], *slot = buf, *tslot = buf + ENG_HDR_MAX;
 	bool batch = eq->corked;
 
 	(void)qp;
-	if (ndata > 2 || hlen > ENG_TAIL_OFF || tlen > 8)
+	if (ndata > 2 || hlen > ENG_HDR_MAX || tlen > ENG_TAIL_MAX)
 		return -EINVAL;
 	if (batch) {
 		if (eq->nbatch == ENG_BATCH)
 			eng_flush(eq);
-		slot = eq->slots + (size_t)eq->nbatch * UROCE_RC_MAX_PKT;
+		slot = slot_at(eq, eq->nbatch);
+		tslot = slot_at(eq, eq->nbatch + 1) - tlen;   /* right before the next headers */
 	}
-	/* Headers and tail into the slot (netio writes the ICRC into the tail); the payload
+	/* Headers and tail into the slots (netio writes the ICRC into the tail); the payload
 	 * is read from where it is, by the ICRC and by the kernel's copy. */
 	memcpy(slot, hdr, hlen);
-	memcpy(slot + ENG_TAIL_OFF, tail, tlen);
+	memcpy(tslot, tail, tlen);
 	t.iov[t.iovcnt++] = (struct iovec){ slot, hlen };
 	t.len = hlen + tlen;
 	for (unsigned i = 0; i < ndata; i++) {
 		t.iov[t.iovcnt++] = data[i];
 		t.len += data[i].iov_len;
 	}
-	t.iov[t.iovcnt++] = (struct iovec){ slot + ENG_TAIL_OFF, tlen };
+	t.iov[t.iovcnt++] = (struct iovec){ tslot, tlen };
 	if (batch) {
 		eq->pk[eq->nbatch++] = t;
 		return 1;

@@ -709,11 +709,30 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		while (i + cnt < n && cnt < GSO_MAX_SEGS && bytes + pkts[i + cnt].len <= GSO_MAX_BYTES) {
 			struct uroce_txpkt *p = &pkts[i + cnt];
 
+			const struct iovec *pi = p->iov;
+			unsigned pn = p->iovcnt;
+
 			if (p->len > seg || (cnt && !tx->gso))
 				break;
+			/* A shorter packet that would start a run of its own size goes there
+			 * rather than end this one: a 64 KiB WRITE leaves as FIRST alone and
+			 * 15 MIDDLE/LAST, not FIRST + MIDDLE and 14 (the same two sendmsg, but
+			 * the kernel delivers one segment alone more cheaply than a pair:
+			 * bench/udp_gso -s one against -s flat). */
+			if (cnt && p->len < seg && i + cnt + 1 < n && pkts[i + cnt + 1].len == p->len)
+				break;
 			put_icrc(p, uroce_netio_icrc(&ia, (uint16_t)cnt, p->iov, p->iovcnt, p->len));
-			memcpy(iov + iovcnt, p->iov, p->iovcnt * sizeof(*iov));
-			iovcnt += p->iovcnt;
+			/* A piece that continues the previous one in memory (the engine lays a
+			 * packet's tail right before the next packet's headers) extends it: the
+			 * kernel's copy costs per piece. */
+			if (iovcnt && (const uint8_t *)iov[iovcnt - 1].iov_base + iov[iovcnt - 1].iov_len ==
+				      (const uint8_t *)pi->iov_base) {
+				iov[iovcnt - 1].iov_len += pi->iov_len;
+				pi++;
+				pn--;
+			}
+			memcpy(iov + iovcnt, pi, pn * sizeof(*iov));
+			iovcnt += pn;
 			bytes += p->len;
 			cnt++;
 			if (p->len < seg)
