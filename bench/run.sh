@@ -4,7 +4,8 @@
 #   bench/run.sh [-b BUILD] [-r REPS] [-t SECS] [-p split|same|both] [BENCH...]
 #
 #   BUILD  build directory, already built (default: build/ under the source tree); nothing is
-#          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps}, BUILD/lib.
+#          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps,udp_roce_pp,udp_gso},
+#          BUILD/lib.
 #   REPS   repetitions of each pair, uroce and peer interleaved (default 5); the median is kept
 #   SECS   seconds measured per bandwidth / message-rate run, an integer (default 3; perftest
 #          runs SECS+2 with a 1 s margin at each end, see below)
@@ -14,6 +15,9 @@
 #
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
+#                                                                  and udp_gso -s uroce: the bytes of uroce's
+#                                                                  64 KiB WRITEs handed to UDP in netio's shape,
+#                                                                  no ICRC, protocol or ACKs (the kernel's share)
 # write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
 #                                                                  and, as a second reference, udp_pingpong -T:
 #                                                                  a sleeping thread receives and hands over to
@@ -119,6 +123,17 @@ if [ "${1:-}" = --inner ]; then
 		esac
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
 		emit peer $rep "$v"
+		if [ "$BENCH" = write_bw ]; then
+			# the kernel's share: the same bytes in netio's shape, nothing else (udp_gso)
+			echo "== rep $rep kernel share" >>"$log"
+			$S "$BUILD/bin/udp_gso" -r -p $((port + 3000)) -d "$SECS" >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 3000)) &&
+				$C "$BUILD/bin/udp_gso" -t 127.0.0.1 -p $((port + 3000)) -d "$SECS" -s uroce >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit kern $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
+		fi
 		if [ "$BENCH" = write_lat ]; then
 			# the hand-off structure: each datagram received by a sleeping thread and
 			# handed to the spinning main thread (udp_pingpong -T), same pinning
@@ -161,7 +176,7 @@ while getopts b:r:t:p: opt; do
 done
 shift $((OPTIND - 1))
 BENCHES=${*:-write_bw write_lat send_bw}
-for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp; do
+for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso; do
 	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
 done
 for t in ib_write_bw ib_write_lat ib_send_bw iperf3 taskset jq; do
@@ -208,6 +223,7 @@ END {
 	unit["write_bw"] = "Gb/s"; unit["write_lat"] = "us"; unit["send_bw"] = "Mpps"
 	peer["write_bw"] = "iperf3 TCP"; peer["write_lat"] = "udp_pingpong"; peer["send_bw"] = "udp_pps 80B"
 	goal["write_bw"] = ">= 1.0"; goal["write_lat"] = "<= 1.5"; goal["send_bw"] = "(none)"
+	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
 	printf "%-10s %-5s %-12s %9s %9s %5s %8s  %-15s %s\n", "bench", "pin", "peer", "uroce", "peer", "unit", "ratio", "per-rep ratios", "target"
 	for (k = 1; k <= nk; k++) {
 		split(order[k], kk, " "); b = kk[1]; p = kk[2]
@@ -223,13 +239,13 @@ END {
 		mu = nu ? median(U, nu) : 0; mp = np ? median(P, np) : 0
 		printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %6.3f-%-6.3f  %s  (%d/%d reps)\n", b, p, peer[b], mu, mp, unit[b],
 			(mp > 0 ? mu / mp : 0), lo, hi, goal[b], nu, np
-		# reference lines (write_lat): uroce over the hand-off floor and over the kernel
-		# share, and the kernel share over the plain peer
+		# reference lines: uroce over the hand-off floor (write_lat) and over the kernel
+		# share (write_lat, write_bw), and the kernel share over the plain peer
 		if ((mf = ref(order[k], "floor")) != "")
 			line(b, p, "udp_pp -T", mu, mf, "(hand-off floor)", nu, nf)
 		if ((mf = ref(order[k], "kern")) != "") {
-			line(b, p, "udp_roce_pp", mu, mf, "(kernel share)", nu, nf)
-			line(b, p, "(kernel)", mf, mp, "(udp_roce_pp / udp_pingpong)", nf, np)
+			line(b, p, kern[b], mu, mf, "(kernel share)", nu, nf)
+			line(b, p, "(kernel)", mf, mp, "(" kern[b] " / " peer[b] ")", nf, np)
 		}
 	}
 }' "$res"
@@ -237,5 +253,6 @@ echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 n=$(wc -l <"$res")
 want=$(($(echo $BENCHES | wc -w) * $(echo $PINS | wc -w) * REPS * 2))
 case " $BENCHES " in *" write_lat "*) want=$((want + 2 * $(echo $PINS | wc -w) * REPS)) ;; esac
+case " $BENCHES " in *" write_bw "*) want=$((want + $(echo $PINS | wc -w) * REPS)) ;; esac
 [ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
 exit 0

@@ -9,10 +9,13 @@
  *
  * Shapes (each 64 KiB message = FIRST 28+4096+4 bytes, 14 MIDDLE and a LAST of 12+4096+4,
  * the UDP payloads of RoCEv2 packets: BTH [+ RETH] + payload + ICRC):
- *   uroce  two UDP_SEGMENT sends per message, FIRST + MIDDLE (segment 4128) and
- *          13 MIDDLE + LAST (4112), each packet three pieces (header, 4 KiB payload in a
- *          page-aligned buffer, 4-byte tail): what netio gives the kernel
- *   mmsg   the same two sends in one sendmmsg
+ *   uroce  what netio gives the kernel (since 1ef8263): FIRST alone, then the 14 MIDDLE
+ *          and the LAST in one UDP_SEGMENT send (4112); the 4 KiB payloads point into a
+ *          page-aligned buffer, and each packet's 4-byte tail and the next packet's
+ *          header are one piece (two pieces per packet, as the engine lays them out)
+ *   uroce-old  what netio gave it before: FIRST + MIDDLE (segment 4128) and 13 MIDDLE +
+ *          LAST, each packet three pieces (header, payload, tail)
+ *   mmsg   the uroce-old sends in one sendmmsg
  *   flat   the same two sends, each one contiguous piece (what a copy into a staging
  *          buffer would hand the kernel)
  *   gather flat, with the copy into the staging buffer done (memcpy of the pieces) before
@@ -59,7 +62,7 @@ static double now(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: udp_gso -r [-p PORT] [-d SECONDS] | -t HOST [-p PORT] [-d SECONDS] "
-		"[-s uroce|mmsg|flat|gather|one]\n");
+		"[-s uroce|uroce-old|mmsg|flat|gather|one]\n");
 	exit(2);
 }
 
@@ -134,17 +137,22 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 	uint8_t *app = aligned_alloc(4096, NPKT * PAY);
 	bool gather = !strcmp(shape, "gather");
 	bool pieces = strcmp(shape, "flat") && strcmp(shape, "one");
-	unsigned split = strcmp(shape, "one") ? 2 : 1;   /* packets in the first send */
+	bool merged = !strcmp(shape, "uroce");   /* a tail and the next header: one piece */
+	/* packets in the first send */
+	unsigned split = strcmp(shape, "one") && strcmp(shape, "uroce") ? 2 : 1;
+	/* merged: header k at area + 64k + 8, its tail in the 4 bytes before header k + 1 */
+	static uint8_t area[(NPKT + 1) * 64] __attribute__((aligned(64)));
 	uint64_t msgs = 0, failed = 0;
 	double start, t;
 
 	if (!app || fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
 		usage();
-	if (strcmp(shape, "uroce") && strcmp(shape, "mmsg") && strcmp(shape, "flat") && strcmp(shape, "one") &&
-	    !gather)
+	if (strcmp(shape, "uroce") && strcmp(shape, "uroce-old") && strcmp(shape, "mmsg") &&
+	    strcmp(shape, "flat") && strcmp(shape, "one") && !gather)
 		usage();
 	memset(app, 0x5a, NPKT * PAY);
 	memset(hdr, 0xa5, sizeof(hdr));
+	memset(area, 0xa5, sizeof(area));
 	(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
@@ -152,7 +160,16 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 		unsigned s = k < split ? 0 : 1;
 		size_t h = k ? 12 : 28;
 
-		if (pieces) {
+		if (merged) {
+			uint8_t *hk = area + k * 64 + 8;
+
+			if (niov[s])   /* the previous packet's tail ends where this header begins */
+				iov[s][niov[s] - 1].iov_len += h;
+			else
+				iov[s][niov[s]++] = (struct iovec){ hk, h };
+			iov[s][niov[s]++] = (struct iovec){ app + (size_t)k * PAY, PAY };
+			iov[s][niov[s]++] = (struct iovec){ hk + 64 - 4, 4 };
+		} else if (pieces) {
 			iov[s][niov[s]++] = (struct iovec){ hdr[k], h };
 			iov[s][niov[s]++] = (struct iovec){ app + (size_t)k * PAY, PAY };
 			iov[s][niov[s]++] = (struct iovec){ hdr[k] + 64, 4 };
