@@ -27,7 +27,7 @@
 /* The send path against a sendmsg that records each call and fails on demand (SQLite's
  * way of testing failure paths): netio.c is compiled with sendmsg renamed. */
 static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int flags);
-#define sendmsg fake_sendmsg
+#define netio_sendmsg fake_sendmsg
 #include "transport/netio.c"   /* statics: sport_for, put_icrc, send path */
 #undef sendmsg
 
