@@ -727,7 +727,9 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
 		eng->lease_ns = (v ? strtoull(v, NULL, 10) : POLL_LEASE_US) * 1000ull;
-		eng->autocork_ns = env_off("UROCE_AUTOCORK") ? 0 : AUTOCORK_NS;
+		v = getenv("UROCE_AUTOCORK_US");
+		eng->autocork_ns = env_off("UROCE_AUTOCORK") ? 0
+				   : v ? strtoull(v, NULL, 10) * 1000ull : AUTOCORK_NS;
 	}
 	ret = uroce_netio_open(ctx, &eng->nio);
 	if (ret)
@@ -1046,7 +1048,8 @@ int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool at
  * flight (a ping-pong, a latency test, a first message) is sent at once as before, and a
  * post of AUTOCORK_PKTS packets or more (a 64 KiB WRITE) is not held either.  The wait is
  * never more than the earlier packets' own acknowledgment takes: their ACK runs the QP.
- * UROCE_AUTOCORK=0 turns it off.
+ * UROCE_AUTOCORK=0 turns it off; UROCE_AUTOCORK_US=N sets the longest wait (a test makes
+ * it long to catch a parked packet deterministically).
  */
 
 /* Leave @eq's collected packets unsent (see Autocork); under the QP's lock. */

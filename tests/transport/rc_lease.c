@@ -35,6 +35,13 @@
  *                    well under a millisecond): the first one's ACK, taken by the progress
  *                    thread, sends it.  (Under a lease the wait ends with the lease, as for
  *                    anything that arrives while the poller has stopped: see stop.)
+ *   rc_lease corkerr   no lease, packets parked for up to 100 ms (UROCE_AUTOCORK_US, bounded
+ *                    by a quarter of the 67 ms local ACK timeout).  The server's QP is in
+ *                    Error, so nothing is acknowledged.  The client posts two RDMA WRITEs
+ *                    (the second parked behind the first) and moves its QP to Error at
+ *                    once: both must complete with WR_FLUSH_ERR, and the parked WRITE must
+ *                    never be sent -- the client's netio sent exactly one packet
+ *                    (UROCE_ENGINE_STATS at close).
  *
  * Exit 0 on success; every failure says what.
  */
@@ -324,6 +331,47 @@ static int run(const char *mode, bool client, int sock)
 			    "the posts were not corked", CORK_N, tx_packets, tx_gso, CORK_N / 32);
 		return 0;
 	}
+	if (!strcmp(mode, "corkerr")) {
+		if (client) {
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+			sync_byte(&n, false);   /* the server's QP is in Error */
+			post_send(&n, IBV_WR_RDMA_WRITE, SPIN_OFF - 1);
+			post_send(&n, IBV_WR_RDMA_WRITE, SPIN_OFF);
+			if (ibv_modify_qp(n.qp, &a, IBV_QP_STATE))
+				DIE("to error: %s", strerror(errno));
+			for (int i = 0; i < 2; i++) {
+				struct ibv_wc wc = rc_pair_wait_wc(n.cq, 10000000000ull);
+
+				if (wc.status != IBV_WC_WR_FLUSH_ERR || wc.wr_id != 1)
+					DIE("WRITE %d of a QP moved to Error: %s (want WR_FLUSH_ERR)",
+					    i + 1, ibv_wc_status_str(wc.status));
+			}
+			/* Give the parked packet every chance to leave: its deadline (16.7 ms)
+			 * passes, and an empty poll flushes what is parked. */
+			usleep(50000);
+			{
+				struct ibv_wc wc;
+
+				if (ibv_poll_cq(n.cq, 1, &wc) != 0)
+					DIE("a third completion for two WRITEs");
+			}
+		} else {
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+			if (ibv_modify_qp(n.qp, &a, IBV_QP_STATE))
+				DIE("to error: %s", strerror(errno));
+			sync_byte(&n, true);
+		}
+		sync_byte(&n, client);
+		sync_byte(&n, !client);
+		close_node(&n, &app, &prog);
+		printf("%s: tx_packets=%llu\n", who, tx_packets);
+		if (client && tx_packets != 1)
+			DIE("%llu packets sent for two WRITEs whose QP went to Error with the second "
+			    "parked (want 1: a parked packet of a QP in Error is dropped)", tx_packets);
+		return 0;
+	}
 	if (strcmp(mode, "corkwait"))
 		pingpong(&n, client, 100);
 	if (!strcmp(mode, "corkwait")) {
@@ -404,8 +452,11 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	if (argc != 2)
-		DIE("usage: rc_lease poll|stop|sleep|cork|corkwait");
-	lease = !strcmp(argv[1], "stop") ? "200000" : !strcmp(argv[1], "corkwait") ? "0" : "10000000";
+		DIE("usage: rc_lease poll|stop|sleep|cork|corkwait|corkerr");
+	lease = !strcmp(argv[1], "stop") ? "200000"
+		: !strcmp(argv[1], "corkwait") || !strcmp(argv[1], "corkerr") ? "0" : "10000000";
+	if (!strcmp(argv[1], "corkerr"))
+		setenv("UROCE_AUTOCORK_US", "100000", 1);
 	setenv("UROCE_POLL_LEASE_US", lease, 1);
 	setenv("UROCE_ENGINE_STATS", "1", 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
