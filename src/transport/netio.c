@@ -541,8 +541,6 @@ static bool tx_err_is_full(int e)
 	return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS;
 }
 
-/* One sendmsg of @cnt packets (iovs concatenated), GSO at @seg when cnt > 1.
- * Returns 0 (sent or lost), -EAGAIN (full), or another -errno. */
 /* sendmsg through syscall(2), like the receive's recvmmsg: glibc's wrapper is a
  * cancellation point, and its enable/disable pair was ~0.6% of ib_write_bw's sender (the
  * engine is not a cancellation point).  The unit test defines its own. */
@@ -550,6 +548,8 @@ static bool tx_err_is_full(int e)
 #define netio_sendmsg(fd, m, flags) syscall(SYS_sendmsg, (fd), (m), (flags))
 #endif
 
+/* One sendmsg of @cnt packets (iovs concatenated), GSO at @seg when cnt > 1.
+ * Returns 0 (sent or lost), -EAGAIN (full), or another -errno. */
 static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		    struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes, uint16_t seg)
 {
@@ -715,7 +715,6 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 
 		while (i + cnt < n && cnt < GSO_MAX_SEGS && bytes + pkts[i + cnt].len <= GSO_MAX_BYTES) {
 			struct uroce_txpkt *p = &pkts[i + cnt];
-
 			const struct iovec *pi = p->iov;
 			unsigned pn = p->iovcnt;
 
