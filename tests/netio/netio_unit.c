@@ -294,7 +294,7 @@ static int test_sendpath(void)
 	 * packet's tail ends at the next packet's headers the two go as one piece; elsewhere
 	 * each piece is its own.  Either way every segment carries its ICRC. */
 	{
-		static uint8_t hdrs[8 * 64], pay[8][256];
+		static uint8_t hdrs[9 * 64], pay[8][256];   /* packet 7's tail ends in the ninth 64 */
 		bool contig[2] = { true, false };
 
 		for (int c = 0; c < 2; c++) {
