@@ -81,18 +81,20 @@ static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *
 	 * 8 bits advance, as ibv_inc_rkey does); the requester executes it in order and the
 	 * window takes the new key then.  mw->rkey is the new key on return (ibv_bind_mw(3)). */
 	{
-		uint32_t nk = (mw->rkey & ~0xFFu) | ((mw->rkey + 1) & 0xFFu);
+		uint32_t old = mw->rkey, nk = (old & ~0xFFu) | ((old + 1) & 0xFFu);
 		struct ibv_send_wr wr = { .wr_id = bind->wr_id, .opcode = IBV_WR_BIND_MW,
 					  .send_flags = bind->send_flags }, *bad;
 
 		wr.bind_mw.mw = mw;
 		wr.bind_mw.rkey = nk;
 		wr.bind_mw.bind_info = bind->bind_info;
-		ret = uroce_key_rekey(mw->rkey, nk);
+		ret = uroce_key_rekey(old, nk);
 		if (ret)
 			return -ret;
 		mw->rkey = nk;
 		ret = uroce_qp_post_send(uroce_qp_from_ib(qp), &wr, &bad);
+		if (ret && uroce_key_rekey(nk, old) == 0)
+			mw->rkey = old;   /* not posted (a full send queue): the window keeps its key */
 		return -ret;
 	}
 }

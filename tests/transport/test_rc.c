@@ -540,6 +540,153 @@ static void test_srq_wr_mw(void)
 	world_fini(&w);
 }
 
+/* ---- invalid requests (IBA 9.7.5.1.x): NAK, REM_INV_REQ_ERR, both QPs in error ---- */
+static void test_inv_req(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_rc_stats st;
+
+	for (int k = 0; k < 2; k++) {
+		struct ibv_sge s;
+
+		world_init(&w, &o, NULL);
+		mem_init(&w, &m);
+		s = (struct ibv_sge){ (uintptr_t)m.a, 8, m.ma->mr.lkey };
+		if (k == 0)      /* an atomic target that is not 8-byte aligned */
+			post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, &s, 1, IBV_SEND_SIGNALED,
+			     (uintptr_t)m.b + 4, m.mb->mr.rkey, 1, 0);
+		else             /* a READ to a responder that takes no RDMA READ/atomic (depth 0) */
+			(w.qp[1]->attr.max_dest_rd_atomic = 0),
+			post(&w, 0, IBV_WR_RDMA_READ, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+			     m.mb->mr.rkey, 0, 0);
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_REM_INV_REQ_ERR, "invalid request %d: status %d",
+		      k, wc.status);
+		uroce_rc_stats(w.qp[1], &st);
+		CHECK(st.naks_tx[UROCE_NAK_INVALID_REQ] == 1, "case %d: one invalid request NAK (%llu)", k,
+		      (unsigned long long)st.naks_tx[UROCE_NAK_INVALID_REQ]);
+		CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
+		      "case %d: both in error", k);
+		CHECK(k != 0 || !memcmp(m.b, (uint8_t[16]){ 0 }, 16), "the unaligned atomic ran");
+		mem_fini(&m);
+		world_fini(&w);
+	}
+}
+
+static bool sq_drained(struct world *w, void *arg)
+{
+	struct uroce_qp *q = arg;
+
+	(void)w;
+	return q->sq.head == q->sq.tail;
+}
+
+/* ---- LOCAL_INV of a type 2 window; a type 1 window bound with ibv_bind_mw ---- */
+static void test_local_inv_mw1(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	struct uroce_mw *mw;
+	uint32_t key;
+
+	/* LOCAL_INV through qp[1]'s send queue (IBA 10.6.7.2.4): the window is unbound and its
+	 * key no longer admits a WRITE. */
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
+	fill(m.a, 100, 7);
+	CHECK(uroce_mw_alloc(w.pd, IBV_MW_TYPE_2, &mw) == 0, "mw alloc");
+	key = (mw->mw.rkey & ~0xFFu) | ((mw->mw.rkey + 0x17) & 0xFFu);
+	{
+		struct ibv_send_wr wr = { .wr_id = 80, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = &mw->mw;
+		wr.bind_mw.rkey = key;
+		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){ &m.mb->mr, (uintptr_t)m.b, 4096,
+								  IBV_ACCESS_REMOTE_WRITE };
+		CHECK(uroce_qp_post_send(w.qp[1], &wr, &bad) == 0, "bind post");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 80 && wc.status == IBV_WC_SUCCESS, "bind wc");
+	}
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 90, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b, key, 0, 0) == 0,
+	      "write");
+	CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(m.b, m.a, 100),
+	      "write through the bound window: %d", wc.status);
+	{
+		struct ibv_send_wr wr = { .wr_id = 81, .opcode = IBV_WR_LOCAL_INV,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.invalidate_rkey = key;
+		CHECK(uroce_qp_post_send(w.qp[1], &wr, &bad) == 0, "local_inv post");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 81 && wc.opcode == IBV_WC_LOCAL_INV &&
+		      wc.status == IBV_WC_SUCCESS, "local_inv wc: %d", wc.status);
+		CHECK(mw->bound_mr == NULL, "window unbound by LOCAL_INV");
+	}
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 91, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b, key, 0, 0) == 0,
+	      "write");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 91 && wc.status == IBV_WC_REM_ACCESS_ERR,
+	      "write through an invalidated window: %d", wc.status);
+	uroce_mw_dealloc(mw);
+	mem_fini(&m);
+	world_fini(&w);
+
+	/* A type 1 window, bound by ibv_bind_mw (IBA 10.6.7.1): the call returns the new key in
+	 * mw->rkey, the bind completes on qp[1]'s CQ, the new key admits a WRITE inside the
+	 * window and the old one no longer resolves. */
+	world_init(&w, &o, NULL);
+	uroce_context_set_ops(w.ctx);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
+	fill(m.a, 100, 8);
+	{
+		struct ibv_mw *m1 = ibv_alloc_mw(&w.pd->pd, IBV_MW_TYPE_1);
+		struct ibv_mw_bind b = { .wr_id = 82, .send_flags = IBV_SEND_SIGNALED,
+					 .bind_info = { &m.mb->mr, (uintptr_t)m.b + 16384, 4096,
+							IBV_ACCESS_REMOTE_WRITE } };
+		uint32_t old;
+
+		CHECK(m1 != NULL, "type 1 mw alloc");
+		if (!m1)
+			goto out;
+		old = m1->rkey;
+		/* A bind that cannot be posted (qp[1]'s send queue is full of unsignaled WRITEs)
+		 * fails and leaves the window its key. */
+		{
+			struct ibv_sge s1 = { (uintptr_t)m.b, 8, m.mb->mr.lkey };
+			int n = 0;
+
+			while (n < 1000 && post(&w, 1, IBV_WR_RDMA_WRITE, 200, &s1, 1, 0, (uintptr_t)m.a + 4096,
+						m.ma->mr.rkey, 0, 0) == 0)
+				n++;
+			CHECK(n > 0 && n < 1000, "%d WRITEs filled the send queue", n);
+			CHECK(ibv_bind_mw(&w.qp[1]->qpx.qp_base, m1, &b) != 0, "a bind on a full send queue");
+			CHECK(m1->rkey == old, "the failed bind changed the key");
+			CHECK(world_run(&w, sq_drained, w.qp[1], 3600ull * 1000000000ull) == 0, "drain");
+		}
+		CHECK(ibv_bind_mw(&w.qp[1]->qpx.qp_base, m1, &b) == 0, "ibv_bind_mw");
+		CHECK(m1->rkey != old, "a new key");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 82 && wc.opcode == IBV_WC_BIND_MW &&
+		      wc.status == IBV_WC_SUCCESS, "type 1 bind wc: %d", wc.status);
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 92, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b + 16384 + 10,
+			   m1->rkey, 0, 0) == 0, "write");
+		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(m.b + 16394, m.a, 100),
+		      "write through the type 1 window: %d", wc.status);
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 93, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b + 16384,
+			   old, 0, 0) == 0, "write");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 93 && wc.status == IBV_WC_REM_ACCESS_ERR,
+		      "the window's old key: %d", wc.status);
+		ibv_dealloc_mw(m1);
+	}
+out:
+	mem_fini(&m);
+	world_fini(&w);
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -551,6 +698,8 @@ int main(int argc, char **argv)
 	test_srq_wr_mw();
 	test_dead_peer();
 	test_access();
+	test_inv_req();
+	test_local_inv_mw1();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
