@@ -687,6 +687,99 @@ out:
 	world_fini(&w);
 }
 
+/* ---- sq_sig_all, fences, solicited events ---- */
+static void test_sig_fence_se(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 64, m.ma->mr.lkey };
+
+	/* sq_sig_all: an unsignaled WRITE completes anyway (IBA 11.2.4.1). */
+	w.qp[0]->sq_sig_all = 1;
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 10, &s, 1, 0, (uintptr_t)m.b, m.mb->mr.rkey, 0, 0) == 0, "write");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 10 && wc.status == IBV_WC_SUCCESS,
+	      "sq_sig_all: the unsignaled WRITE completed");
+	w.qp[0]->sq_sig_all = 0;
+
+	/* A fenced WRITE waits for the READ before it (IBA 10.8.3.3); without the fence it
+	 * leaves behind the READ at once.  The requester runs inside the post, so right after
+	 * posting the WRITE has been started, or not. */
+	for (int fence = 0; fence < 2; fence++) {
+		struct uroce_rc *rc = uroce_rc_of(w.qp[0]);
+		uint32_t widx;
+
+		CHECK(post(&w, 0, IBV_WR_RDMA_READ, 20, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b + 4096,
+			   m.mb->mr.rkey, 0, 0) == 0, "read");
+		widx = w.qp[0]->sq.tail;
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 21, &s, 1,
+			   IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0), (uintptr_t)m.b + 8192,
+			   m.mb->mr.rkey, 0, 0) == 0, "write");
+		CHECK(rc->swqe[widx & (w.qp[0]->sq.size - 1)].started == !fence,
+		      "%s WRITE behind an outstanding READ: started %d", fence ? "a fenced" : "an unfenced",
+		      rc->swqe[widx & (w.qp[0]->sq.size - 1)].started);
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 20 && wc.status == IBV_WC_SUCCESS, "read wc");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 21 && wc.status == IBV_WC_SUCCESS, "write wc");
+	}
+
+	/* Solicited events: qp[1]'s CQ armed for solicited completions only is not triggered
+	 * by a plain SEND, and is by one with IBV_SEND_SOLICITED (IBA 11.4.2.2; the SE bit). */
+	{
+		struct ibv_sge r = { (uintptr_t)m.b, 4096, m.mb->mr.lkey };
+		struct ibv_send_wr wr = { .wr_id = 31, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		CHECK(uroce_cq_arm(w.cq[1], 1) == 0, "arm solicited");
+		CHECK(post_recv(&w, 1, 40, &r, 1) == 0 && post_recv(&w, 1, 41, &r, 1) == 0, "recvs");
+		CHECK(uroce_qp_post_send(w.qp[0], &wr, &bad) == 0, "send");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 40, "plain send received");
+		CHECK(w.cq[1]->arm == UROCE_CQ_ARM_SOLICITED, "a plain SEND fired a solicited-only arm");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 31, "send wc");
+		wr.wr_id = 32;
+		wr.send_flags |= IBV_SEND_SOLICITED;
+		CHECK(uroce_qp_post_send(w.qp[0], &wr, &bad) == 0, "send se");
+		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 41, "solicited send received");
+		CHECK(w.cq[1]->arm == UROCE_CQ_DISARMED, "the solicited SEND did not fire the arm");
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 32, "send se wc");
+	}
+	mem_fini(&m);
+	world_fini(&w);
+}
+
+/* ---- remote operational error: a receive WQE with a bad L_Key (IBA 9.7.5.2.x) ---- */
+static void test_rem_op(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct uroce_rc_stats st;
+	struct ibv_sge s, r;
+
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	s = (struct ibv_sge){ (uintptr_t)m.a, 64, m.ma->mr.lkey };
+	r = (struct ibv_sge){ (uintptr_t)m.b, 4096, m.mb->mr.lkey ^ 0x100 };
+	CHECK(post_recv(&w, 1, 50, &r, 1) == 0, "recv with a bad lkey");
+	CHECK(post(&w, 0, IBV_WR_SEND, 51, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 51 && wc.status == IBV_WC_REM_OP_ERR,
+	      "requester: status %d, want REM_OP_ERR", wc.status);
+	CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 50 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "responder's receive: status %d, want LOC_PROT_ERR", wc.status);
+	uroce_rc_stats(w.qp[1], &st);
+	CHECK(st.naks_tx[UROCE_NAK_REMOTE_OP] == 1, "one remote operational error NAK (%llu)",
+	      (unsigned long long)st.naks_tx[UROCE_NAK_REMOTE_OP]);
+	CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
+	      "both in error");
+	mem_fini(&m);
+	world_fini(&w);
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -699,6 +792,8 @@ int main(int argc, char **argv)
 	test_dead_peer();
 	test_access();
 	test_inv_req();
+	test_rem_op();
+	test_sig_fence_se();
 	test_local_inv_mw1();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
