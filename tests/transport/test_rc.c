@@ -727,6 +727,29 @@ static void test_sig_fence_se(void)
 		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 21 && wc.status == IBV_WC_SUCCESS, "write wc");
 	}
 
+	/* max_rd_atomic (4 here) READs in flight at most (IBA 9.7.7.2): of 6 posted at once, 4
+	 * have started right after the posts; all 6 complete, each with its data. */
+	{
+		struct uroce_rc *rc = uroce_rc_of(w.qp[0]);
+		uint32_t first = w.qp[0]->sq.tail;
+		struct ibv_sge rs[6];
+		unsigned started = 0;
+
+		fill(m.b + 65536, 6 * 64, 77);
+		for (int i = 0; i < 6; i++) {
+			rs[i] = (struct ibv_sge){ (uintptr_t)m.a + 65536 + i * 64, 64, m.ma->mr.lkey };
+			CHECK(post(&w, 0, IBV_WR_RDMA_READ, 60 + (uint64_t)i, &rs[i], 1, IBV_SEND_SIGNALED,
+				   (uintptr_t)m.b + 65536 + i * 64, m.mb->mr.rkey, 0, 0) == 0, "read %d", i);
+		}
+		for (uint32_t i = 0; i < 6; i++)
+			started += rc->swqe[(first + i) & (w.qp[0]->sq.size - 1)].started;
+		CHECK(started == 4, "%u of 6 READs started with max_rd_atomic 4", started);
+		for (int i = 0; i < 6; i++)
+			CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 60 + (uint64_t)i && wc.status == IBV_WC_SUCCESS,
+			      "read %d wc", i);
+		CHECK(!memcmp(m.a + 65536, m.b + 65536, 6 * 64), "the READs' data");
+	}
+
 	/* Solicited events: qp[1]'s CQ armed for solicited completions only is not triggered
 	 * by a plain SEND, and is by one with IBV_SEND_SOLICITED (IBA 11.4.2.2; the SE bit). */
 	{
