@@ -312,6 +312,37 @@ static void test_dead_peer(void)
 	      "async QP_FATAL");
 	mem_fini(&m);
 	world_fini(&w);
+
+	/* retry_cnt 7 retries forever, as rxe does (docs/soft-roce-differences.md): far more
+	 * timeouts than 7 retries pass without a completion, and the WRITE completes once the
+	 * peer is reachable again. */
+	{
+		struct uroce_rc_stats st;
+
+		o.retry_cnt = 7;
+		o.timeout = 10;                       /* 4.2 ms, backed off up to 16x */
+		world_init(&w, &o, NULL);
+		mem_init(&w, &m);
+		s = (struct ibv_sge){ (uintptr_t)m.a, 10000, m.ma->mr.lkey };
+		fill(m.a, 10000, 3);
+		w.lost_to = 1u << 1;
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+			   m.mb->mr.rkey, 0, 0) == 0, "write");
+		for (int i = 0; i < 20; i++) {
+			struct want x = { 0, 1 };
+
+			CHECK(world_run(&w, cq_has, &x, 100000000ull) == -ETIMEDOUT,
+			      "a completion while the peer is unreachable (retry_cnt 7)");
+		}
+		uroce_rc_stats(w.qp[0], &st);
+		CHECK(st.timeouts >= 16, "%llu timeouts in 2 s (want well over retry_cnt + 1 = 8)",
+		      (unsigned long long)st.timeouts);
+		w.lost_to = 0;
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS &&
+		      !memcmp(m.a, m.b, 10000), "the WRITE completes once the peer is back: %d", wc.status);
+		mem_fini(&m);
+		world_fini(&w);
+	}
 }
 
 /* ---- remote access errors: NAK, REM_ACCESS_ERR, both QPs in error ---- */
