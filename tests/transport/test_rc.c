@@ -834,9 +834,73 @@ static void test_rem_op(void)
 	world_fini(&w);
 }
 
+/* ---- one message of 1 GiB (the device advertises max_msg_sz 2 GiB): WRITE, READ, SEND,
+ * each checked byte for byte ---- */
+static void fill64(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+
+	for (size_t i = 0; i + 8 <= n; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+}
+
+static void test_huge(size_t len)
+{
+	struct world_opts o = { .mtu = IBV_MTU_4096, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct world w;
+	struct uroce_mr *ma, *mb;
+	struct ibv_wc wc;
+	struct ibv_sge sa, sb;
+	uint8_t *a = aligned_alloc(4096, len), *b = aligned_alloc(4096, len);
+
+	CHECK(a && b, "two buffers of %zu bytes", len);
+	if (!a || !b)
+		return;
+	world_init(&w, &o, NULL);
+	CHECK(uroce_mr_reg(w.pd, a, len, (uintptr_t)a, acc, &ma) == 0, "reg a");
+	CHECK(uroce_mr_reg(w.pd, b, len, (uintptr_t)b, acc, &mb) == 0, "reg b");
+	sa = (struct ibv_sge){ (uintptr_t)a, (uint32_t)len, ma->mr.lkey };
+	sb = (struct ibv_sge){ (uintptr_t)b, (uint32_t)len, mb->mr.lkey };
+
+	fill64(a, len, 1);
+	memset(b, 0, len);
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1, &sa, 1, IBV_SEND_SIGNALED, (uintptr_t)b, mb->mr.rkey, 0, 0) == 0,
+	      "write");
+	CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(a, b, len),
+	      "a %zu-byte WRITE: status %d", len, wc.status);
+
+	fill64(b, len, 2);
+	CHECK(post(&w, 0, IBV_WR_RDMA_READ, 2, &sa, 1, IBV_SEND_SIGNALED, (uintptr_t)b, mb->mr.rkey, 0, 0) == 0,
+	      "read");
+	CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(a, b, len),
+	      "a %zu-byte READ: status %d", len, wc.status);
+
+	fill64(a, len, 3);
+	CHECK(post_recv(&w, 1, 3, &sb, 1) == 0, "recv");
+	CHECK(post(&w, 0, IBV_WR_SEND, 4, &sa, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&w, 1, &wc) && wc.status == IBV_WC_SUCCESS && wc.byte_len == len && !memcmp(a, b, len),
+	      "a %zu-byte SEND received: status %d, %u bytes", len, wc.status, wc.byte_len);
+	CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS, "send wc");
+	printf("huge: WRITE, READ and SEND of %zu bytes each, every byte checked; %llu packets delivered\n",
+	       len, (unsigned long long)w.delivered);
+	uroce_mr_dereg(ma);
+	uroce_mr_dereg(mb);
+	world_fini(&w);
+	free(a);
+	free(b);
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
+
+	if (argc > 1 && !strcmp(argv[1], "huge")) {
+		test_huge(argc > 2 ? strtoull(argv[2], NULL, 0) : (1u << 30));
+		return check_summary();
+	}
 
 	test_ops(0, IBV_MTU_1024);
 	test_ops(0xFFFFF0, IBV_MTU_4096);     /* PSN wrap inside a message */
