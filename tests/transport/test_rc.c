@@ -345,37 +345,115 @@ static void test_dead_peer(void)
 	}
 }
 
-/* ---- remote access errors: NAK, REM_ACCESS_ERR, both QPs in error ---- */
-static void test_access(void)
+
+/* ---- fatal NAKs: each case provokes one on a fresh pair of QPs; the request (wr_id 1)
+ * completes with the NAK's status after exactly one NAK of that kind from the responder,
+ * and both QPs end in Error ---- */
+struct nak_case {
+	const char *name;
+	void (*provoke)(struct world *w, struct mem *m);   /* posts the request */
+	enum ibv_wc_status want;
+	enum uroce_nak_code nak;
+	void (*after)(struct world *w, struct mem *m);     /* more checks, or NULL */
+};
+
+static void send_at(struct world *w, enum ibv_wr_opcode op, struct mem *m, uint32_t len, uint64_t raddr,
+		    uint32_t rkey)
+{
+	struct ibv_sge s = { (uintptr_t)m->a, len, m->ma->mr.lkey };
+
+	CHECK(post(w, 0, op, 1, &s, 1, IBV_SEND_SIGNALED, raddr, rkey, 1, 0) == 0, "post");
+}
+
+/* remote access (IBA 9.7.5.2.4) */
+static void nak_bad_rkey(struct world *w, struct mem *m)
+{
+	send_at(w, IBV_WR_RDMA_WRITE, m, 100, (uintptr_t)m->b, m->mb->mr.rkey ^ 0x100);
+}
+
+static void nak_out_of_bounds(struct world *w, struct mem *m)
+{
+	send_at(w, IBV_WR_RDMA_READ, m, 100, (uintptr_t)m->b + BUF - 50, m->mb->mr.rkey);
+}
+
+static void nak_no_atomic_access(struct world *w, struct mem *m)
+{
+	w->qp[1]->attr.qp_access_flags &= ~(unsigned)IBV_ACCESS_REMOTE_ATOMIC;
+	send_at(w, IBV_WR_ATOMIC_FETCH_AND_ADD, m, 8, (uintptr_t)m->b, m->mb->mr.rkey);
+}
+
+/* invalid request (IBA 9.7.5.1.x) */
+static void nak_unaligned_atomic(struct world *w, struct mem *m)
+{
+	send_at(w, IBV_WR_ATOMIC_FETCH_AND_ADD, m, 8, (uintptr_t)m->b + 4, m->mb->mr.rkey);
+}
+
+static void unaligned_not_run(struct world *w, struct mem *m)
+{
+	(void)w;
+	CHECK(!memcmp(m->b, (uint8_t[16]){ 0 }, 16), "the unaligned atomic ran");
+}
+
+static void nak_read_depth0(struct world *w, struct mem *m)
+{
+	w->qp[1]->attr.max_dest_rd_atomic = 0;   /* the responder takes no READ/atomic */
+	send_at(w, IBV_WR_RDMA_READ, m, 8, (uintptr_t)m->b, m->mb->mr.rkey);
+}
+
+/* remote operational error: the receive WQE's L_Key is bad (IBA 9.7.5.2.x) */
+static void nak_bad_recv_lkey(struct world *w, struct mem *m)
+{
+	struct ibv_sge r = { (uintptr_t)m->b, 4096, m->mb->mr.lkey ^ 0x100 };
+
+	CHECK(post_recv(w, 1, 50, &r, 1) == 0, "recv with a bad lkey");
+	send_at(w, IBV_WR_SEND, m, 64, 0, 0);
+}
+
+static void recv_loc_prot(struct world *w, struct mem *m)
+{
+	struct ibv_wc wc;
+
+	(void)m;
+	CHECK(wait_wc(w, 1, &wc) && wc.wr_id == 50 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "responder's receive: status %d, want LOC_PROT_ERR", wc.status);
+}
+
+static const struct nak_case nak_cases[] = {
+	{ "unknown rkey", nak_bad_rkey, IBV_WC_REM_ACCESS_ERR, UROCE_NAK_REMOTE_ACCESS, NULL },
+	{ "beyond the region", nak_out_of_bounds, IBV_WC_REM_ACCESS_ERR, UROCE_NAK_REMOTE_ACCESS, NULL },
+	{ "no remote atomics on the QP", nak_no_atomic_access, IBV_WC_REM_ACCESS_ERR,
+	  UROCE_NAK_REMOTE_ACCESS, NULL },
+	{ "atomic target not 8-byte aligned", nak_unaligned_atomic, IBV_WC_REM_INV_REQ_ERR,
+	  UROCE_NAK_INVALID_REQ, unaligned_not_run },
+	{ "READ to max_dest_rd_atomic 0", nak_read_depth0, IBV_WC_REM_INV_REQ_ERR, UROCE_NAK_INVALID_REQ,
+	  NULL },
+	{ "receive WQE with a bad lkey", nak_bad_recv_lkey, IBV_WC_REM_OP_ERR, UROCE_NAK_REMOTE_OP,
+	  recv_loc_prot },
+};
+
+static void test_fatal_naks(void)
 {
 	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
-	struct world w;
-	struct mem m;
-	struct ibv_wc wc;
-	struct uroce_rc_stats st;
 
-	for (int k = 0; k < 3; k++) {
-		struct ibv_sge s;
+	for (size_t k = 0; k < sizeof(nak_cases) / sizeof(nak_cases[0]); k++) {
+		const struct nak_case *c = &nak_cases[k];
+		struct world w;
+		struct mem m;
+		struct ibv_wc wc;
+		struct uroce_rc_stats st;
 
 		world_init(&w, &o, NULL);
 		mem_init(&w, &m);
-		s = (struct ibv_sge){ (uintptr_t)m.a, 100, m.ma->mr.lkey };
-		if (k == 0)      /* unknown rkey */
-			post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
-			     m.mb->mr.rkey ^ 0x100, 0, 0);
-		else if (k == 1) /* beyond the region */
-			post(&w, 0, IBV_WR_RDMA_READ, 1, &s, 1, IBV_SEND_SIGNALED,
-			     (uintptr_t)m.b + BUF - 50, m.mb->mr.rkey, 0, 0);
-		else             /* the QP does not allow remote atomics */
-			(w.qp[1]->attr.qp_access_flags &= ~(unsigned)IBV_ACCESS_REMOTE_ATOMIC),
-			(s.length = 8),
-			post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, &s, 1, IBV_SEND_SIGNALED,
-			     (uintptr_t)m.b, m.mb->mr.rkey, 1, 0);
-		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_REM_ACCESS_ERR, "case %d: %d", k, wc.status);
+		c->provoke(&w, &m);
+		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 1 && wc.status == c->want, "%s: status %d, want %d",
+		      c->name, wc.status, c->want);
+		if (c->after)
+			c->after(&w, &m);
 		uroce_rc_stats(w.qp[1], &st);
-		CHECK(st.naks_tx[UROCE_NAK_REMOTE_ACCESS] == 1, "one remote access NAK");
+		CHECK(st.naks_tx[c->nak] == 1, "%s: %llu NAKs of kind %d, want 1", c->name,
+		      (unsigned long long)st.naks_tx[c->nak], c->nak);
 		CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
-		      "both in error");
+		      "%s: both QPs in error", c->name);
 		mem_fini(&m);
 		world_fini(&w);
 	}
@@ -571,40 +649,6 @@ static void test_srq_wr_mw(void)
 	world_fini(&w);
 }
 
-/* ---- invalid requests (IBA 9.7.5.1.x): NAK, REM_INV_REQ_ERR, both QPs in error ---- */
-static void test_inv_req(void)
-{
-	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
-	struct world w;
-	struct mem m;
-	struct ibv_wc wc;
-	struct uroce_rc_stats st;
-
-	for (int k = 0; k < 2; k++) {
-		struct ibv_sge s;
-
-		world_init(&w, &o, NULL);
-		mem_init(&w, &m);
-		s = (struct ibv_sge){ (uintptr_t)m.a, 8, m.ma->mr.lkey };
-		if (k == 0)      /* an atomic target that is not 8-byte aligned */
-			post(&w, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, &s, 1, IBV_SEND_SIGNALED,
-			     (uintptr_t)m.b + 4, m.mb->mr.rkey, 1, 0);
-		else             /* a READ to a responder that takes no RDMA READ/atomic (depth 0) */
-			(w.qp[1]->attr.max_dest_rd_atomic = 0),
-			post(&w, 0, IBV_WR_RDMA_READ, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
-			     m.mb->mr.rkey, 0, 0);
-		CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_REM_INV_REQ_ERR, "invalid request %d: status %d",
-		      k, wc.status);
-		uroce_rc_stats(w.qp[1], &st);
-		CHECK(st.naks_tx[UROCE_NAK_INVALID_REQ] == 1, "case %d: one invalid request NAK (%llu)", k,
-		      (unsigned long long)st.naks_tx[UROCE_NAK_INVALID_REQ]);
-		CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
-		      "case %d: both in error", k);
-		CHECK(k != 0 || !memcmp(m.b, (uint8_t[16]){ 0 }, 16), "the unaligned atomic ran");
-		mem_fini(&m);
-		world_fini(&w);
-	}
-}
 
 static bool sq_drained(struct world *w, void *arg)
 {
@@ -805,34 +849,6 @@ static void test_sig_fence_se(void)
 	world_fini(&w);
 }
 
-/* ---- remote operational error: a receive WQE with a bad L_Key (IBA 9.7.5.2.x) ---- */
-static void test_rem_op(void)
-{
-	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
-	struct world w;
-	struct mem m;
-	struct ibv_wc wc;
-	struct uroce_rc_stats st;
-	struct ibv_sge s, r;
-
-	world_init(&w, &o, NULL);
-	mem_init(&w, &m);
-	s = (struct ibv_sge){ (uintptr_t)m.a, 64, m.ma->mr.lkey };
-	r = (struct ibv_sge){ (uintptr_t)m.b, 4096, m.mb->mr.lkey ^ 0x100 };
-	CHECK(post_recv(&w, 1, 50, &r, 1) == 0, "recv with a bad lkey");
-	CHECK(post(&w, 0, IBV_WR_SEND, 51, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
-	CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 51 && wc.status == IBV_WC_REM_OP_ERR,
-	      "requester: status %d, want REM_OP_ERR", wc.status);
-	CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 50 && wc.status == IBV_WC_LOC_PROT_ERR,
-	      "responder's receive: status %d, want LOC_PROT_ERR", wc.status);
-	uroce_rc_stats(w.qp[1], &st);
-	CHECK(st.naks_tx[UROCE_NAK_REMOTE_OP] == 1, "one remote operational error NAK (%llu)",
-	      (unsigned long long)st.naks_tx[UROCE_NAK_REMOTE_OP]);
-	CHECK(w.qp[0]->attr.qp_state == IBV_QPS_ERR && w.qp[1]->attr.qp_state == IBV_QPS_ERR,
-	      "both in error");
-	mem_fini(&m);
-	world_fini(&w);
-}
 
 /* ---- one message of 1 GiB (the device advertises max_msg_sz 2 GiB): WRITE, READ, SEND,
  * each checked byte for byte ---- */
@@ -908,9 +924,7 @@ int main(int argc, char **argv)
 	test_rnr();
 	test_srq_wr_mw();
 	test_dead_peer();
-	test_access();
-	test_inv_req();
-	test_rem_op();
+	test_fatal_naks();
 	test_sig_fence_se();
 	test_local_inv_mw1();
 	test_lossy(NULL, 4u << 20, 1000);
