@@ -8,12 +8,12 @@
 #      opcode, none malformed, and SEND FIRST/MIDDLE/LAST, ACK, READ request/response and
 #      atomic packets must all be there;
 #   3. scapy (Debian's /usr/bin/python3, scapy.contrib.roce) recomputes every packet's ICRC.
-# Exit 77 when tshark or scapy is missing.
+# A missing tshark, scapy or ethtool is a failure: scripts/deps.sh test installs them.
 set -u
 UROCE=$1
 . "$(dirname "$0")/../daemon/lib.sh"
-command -v tshark >/dev/null || { echo "SKIP: no tshark"; exit 77; }
-/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || { echo "SKIP: no scapy"; exit 77; }
+command -v tshark >/dev/null || { echo "FAIL: no tshark (package tshark)"; exit 1; }
+/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || { echo "FAIL: no scapy (package python3-scapy)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # lo hands a UDP_SEGMENT (GSO) send on unsegmented (it is split at the receiving socket),
@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 # lo segment in software on transmit, as a path without segmentation offload does (the
 # same kernel code, inet_gso_segment, that segments at the receiver): the capture then
 # holds every packet with the IPv4 header it really had, and scapy checks each segment.
-ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1 || echo "note: cannot turn off tx-udp-segmentation on lo: GSO sends are captured unsegmented"
+ethtool -K lo tx-udp-segmentation off || { echo "FAIL: cannot turn off tx-udp-segmentation on lo (ethtool, package ethtool): GSO sends would be captured unsegmented"; exit 1; }
 cap=$tmp/rc.pcap
 # The independent tools run without the sanitizer runtime the ASan build preloads.
 TSHARK=$(command -v tshark)
