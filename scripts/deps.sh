@@ -2,26 +2,41 @@
 # deps.sh — make sure the Debian packages uroce needs are installed.
 #
 #   scripts/deps.sh build     what building needs
-#   scripts/deps.sh test      what building and the tests need (tests run real tools:
+#   scripts/deps.sh demo      building and the main job (./run-demo.sh)
+#   scripts/deps.sh test      building, the main job and the tests (tests run real tools:
 #                             tshark, scapy, ibverbs-utils, perftest, ... through uroce)
+#   scripts/deps.sh bench     the above and bench/run.sh's peers (iperf3, jq, ...)
+#   scripts/deps.sh ci        everything .ci/run needs (the fresh-root stage's debootstrap)
 #
+# The packages are the libraries and modules below plus the package of every command
+# scripts/tools.txt lists for those parts, so a command the scripts run is installed by
+# construction (scripts/check-tools.py checks that list against the scripts and dpkg).
 # As root, missing packages are installed with apt-get (non-interactive).  Otherwise the
 # apt-get line is printed and the script fails.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 
-BUILD_PKGS="cmake make gcc pkg-config libibverbs-dev librdmacm-dev libisal-dev libpcap-dev \
-libcmocka-dev zlib1g-dev iproute2"
-TEST_PKGS="clang libclang-rt-14-dev binutils python3 ibverbs-providers tshark python3-scapy ibverbs-utils rdmacm-utils perftest qperf \
-iperf3 python3-pyverbs libucx0 ucx-utils libfabric1 openmpi-bin libopenmpi3 util-linux"
+# Libraries, headers and Python modules: what no command stands for.
+BUILD_LIBS="libibverbs-dev librdmacm-dev libisal-dev libpcap-dev libcmocka-dev zlib1g-dev"
+TEST_LIBS="libclang-rt-14-dev python3 python3-scapy python3-pyverbs ibverbs-providers \
+libibverbs1 librdmacm1 libucx0 ucx-utils libfabric1 openmpi-bin libopenmpi3"
 
 case "${1:-build}" in
-build) want="$BUILD_PKGS" ;;
-test) want="$BUILD_PKGS $TEST_PKGS" ;;
-*) echo "usage: $0 build|test" >&2; exit 2 ;;
+build) parts="build"; want="$BUILD_LIBS" ;;
+demo) parts="build demo"; want="$BUILD_LIBS" ;;
+test) parts="build demo test"; want="$BUILD_LIBS $TEST_LIBS" ;;
+bench) parts="build demo test bench"; want="$BUILD_LIBS $TEST_LIBS" ;;
+ci) parts="build demo test bench ci"; want="$BUILD_LIBS $TEST_LIBS" ;;
+*) echo "usage: $0 build|demo|test|bench|ci" >&2; exit 2 ;;
 esac
+for part in $parts; do
+	want="$want $(awk -v p="$part" '!/^#/ && NF == 3 {
+		n = split($3, a, ","); for (i = 1; i <= n; i++) if (a[i] == p) print $2 }' \
+		"$here/tools.txt")"
+done
 
 missing=""
-for p in $want; do
+for p in $(printf '%s\n' $want | sort -u); do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		missing="$missing $p"
 	fi

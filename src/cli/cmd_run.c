@@ -20,7 +20,17 @@
 static int run_help(FILE *f)
 {
 	fprintf(f, "Usage: uroce run CMD [ARGS...]\n"
-		   "Runs CMD with uroce's libibverbs.so.1 and librdmacm.so.1 (LD_LIBRARY_PATH).\n");
+		   "Runs CMD with uroce's libibverbs.so.1 and librdmacm.so.1 (LD_LIBRARY_PATH).\n"
+		   "\n"
+		   "Capturing the packets (tshark, tcpdump, Wireshark on lo, a veth, a bridge):\n"
+		   "uroce hands runs of equal-size packets to the kernel in one UDP GSO send,\n"
+		   "and a capture point before segmentation shows each run as ONE oversized\n"
+		   "frame holding several RoCEv2 packets, with a wrong ICRC.  To capture the\n"
+		   "packets as a wire carries them, run the program with GSO off:\n"
+		   "    UROCE_NETIO_GSO=0 uroce run CMD ...\n"
+		   "(or, as root, make the netdev segment in software first:\n"
+		   "    ethtool -K lo tx-udp-segmentation off)\n"
+		   "and dissect port 4791 as RoCEv2:  tshark -i lo -f 'udp port 4791' -d udp.port==4791,infiniband\n");
 	return f == stdout ? 0 : 1;
 }
 

@@ -44,8 +44,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (access(argv[2], R_OK) != 0) {
-		printf("SKIP: reference %s not installed\n", argv[2]);
-		return 77;
+		printf("FAIL: reference %s not installed (package librdmacm1)\n", argv[2]);
+		return 1;
 	}
 	ours = load(argv[1]);
 	ref = load(argv[2]);

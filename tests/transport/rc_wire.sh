@@ -1,6 +1,16 @@
 #!/bin/sh
-# rc_wire.sh UROCE — capture a real RC run and check it with independent tools.  Run by
-# nsrun.sh (private namespaces: the capture sees only this test's traffic on lo).
+# rc_wire.sh UROCE [MODE] — capture a real RC run and check it with independent tools.
+# Run by nsrun.sh (private namespaces: the capture sees only this test's traffic on lo).
+#
+# MODE says how the capture is made to show the packets as a wire carries them:
+#   segment  (default) lo segments GSO sends in software (ethtool, needs root): every
+#            packet captured with the IPv4 ID it has on the wire (segment k: ID k);
+#   nogso    UROCE_NETIO_GSO=0, the documented way for a user to capture (no root, no
+#            ethtool): every packet leaves alone, IPv4 ID 0;
+#   gso-raw  the negative control: GSO on and lo left as it is, which is what a user who
+#            captures without either sees: the test passes only if scapy finds frames
+#            holding several packets each, with a wrong ICRC, i.e. the checks of the other
+#            modes can fail.
 #
 #   1. tshark captures UDP 4791 on lo while Debian's ibv_rc_pingpong (multi-packet
 #      messages) and ib_read_bw / ib_atomic_bw run over uroce;
@@ -8,12 +18,13 @@
 #      opcode, none malformed, and SEND FIRST/MIDDLE/LAST, ACK, READ request/response and
 #      atomic packets must all be there;
 #   3. scapy (Debian's /usr/bin/python3, scapy.contrib.roce) recomputes every packet's ICRC.
-# Exit 77 when tshark or scapy is missing.
+# A missing tshark, scapy or ethtool is a failure: scripts/deps.sh test installs them.
 set -u
 UROCE=$1
+MODE=${2:-segment}
 . "$(dirname "$0")/../daemon/lib.sh"
-command -v tshark >/dev/null || { echo "SKIP: no tshark"; exit 77; }
-/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || { echo "SKIP: no scapy"; exit 77; }
+command -v tshark >/dev/null || { echo "FAIL: no tshark (package tshark)"; exit 1; }
+/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || { echo "FAIL: no scapy (package python3-scapy)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # lo hands a UDP_SEGMENT (GSO) send on unsegmented (it is split at the receiving socket),
@@ -21,7 +32,13 @@ trap 'rm -rf "$tmp"' EXIT
 # lo segment in software on transmit, as a path without segmentation offload does (the
 # same kernel code, inet_gso_segment, that segments at the receiver): the capture then
 # holds every packet with the IPv4 header it really had, and scapy checks each segment.
-ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1 || echo "note: cannot turn off tx-udp-segmentation on lo: GSO sends are captured unsegmented"
+case $MODE in
+segment) ethtool -K lo tx-udp-segmentation off ||
+		{ echo "FAIL: cannot turn off tx-udp-segmentation on lo (ethtool, package ethtool): GSO sends would be captured unsegmented"; exit 1; } ;;
+nogso) export UROCE_NETIO_GSO=0 ;;
+gso-raw) ;;
+*) echo "unknown mode $MODE"; exit 2 ;;
+esac
 cap=$tmp/rc.pcap
 # The independent tools run without the sanitizer runtime the ASan build preloads.
 TSHARK=$(command -v tshark)
@@ -67,14 +84,20 @@ bad=$(tshark -r "$cap" -Y '_ws.malformed || _ws.expert.severity >= warning' 2>/d
 echo "captured $total RoCEv2 packets, $ib dissected with a BTH, $bad malformed"
 [ "$total" -gt 100 ] || fail "too few packets ($total)"
 [ "$ib" -eq "$total" ] || fail "$((total - ib)) packets without a BTH"
-[ "$bad" -eq 0 ] || fail "$bad malformed packets"
+# (tshark does not check the ICRC: in an unsegmented GSO capture it shows each frame as one
+# packet whose payload runs on into the next packets, not as malformed; scapy's ICRC check
+# below is what tells.)
+[ "$MODE" = gso-raw ] || [ "$bad" -eq 0 ] || fail "$bad malformed packets"
 ops=$(tshark -r "$cap" -Y infiniband.bth -T fields -e infiniband.bth.opcode 2>/dev/null | sort -n | uniq -c)
 echo "opcodes (count opcode):"; echo "$ops"
+# (An unsegmented GSO capture shows a run of packets as one frame with the first one's
+# opcode: gso-raw does not look for the others.)
+[ "$MODE" = gso-raw ] ||
 for op in 0 1 2 12 13 14 15 17 18 20; do   # SEND F/M/L, READ req + resp F/M/L, ACK, atomic ACK, FA
 	echo "$ops" | awk -v o=$op '$2 == o { f = 1 } END { exit !f }' || fail "no packet with opcode $op"
 done
 
-env -u LD_PRELOAD /usr/bin/python3 - "$cap" <<'PY' || fail "scapy ICRC check"
+env -u LD_PRELOAD /usr/bin/python3 - "$cap" "$MODE" <<'PY' || fail "scapy ICRC check ($MODE)"
 import sys
 from scapy.all import rdpcap, IP, UDP, raw
 from scapy.contrib.roce import BTH
@@ -96,9 +119,19 @@ for pkt in rdpcap(sys.argv[1]):
             print("bad ICRC: opcode %d psn %d: %s != %s" % (ip[BTH].opcode, ip[BTH].psn, got.hex(), want.hex()))
 print("scapy: %d packets, ICRC ok %d, bad %d; %d with a non-zero IPv4 ID (GSO segments), %d unsegmented"
       % (n, n - bad, bad, ids, big))
-# uroce sends multi-packet messages with UDP_SEGMENT: their segments must be on the wire,
-# each with the ICRC of its own header.
-sys.exit(1 if bad or big or n == 0 or ids == 0 else 0)
+mode = sys.argv[2]
+if mode == "segment":
+    # uroce sends multi-packet messages with UDP_SEGMENT: their segments must be on the
+    # wire, each with the ICRC of its own header.
+    ok = n and not bad and not big and ids
+elif mode == "nogso":
+    # Every packet its own datagram: each whole, ICRC right, IPv4 ID 0.
+    ok = n and not bad and not big and not ids
+else:
+    # What a capture of GSO sends without segmentation looks like: frames holding several
+    # packets, whose trailing 4 bytes are not the first packet's ICRC.
+    ok = n and bad and big
+sys.exit(0 if ok else 1)
 PY
 [ $fails -eq 0 ] && echo PASS
 exit $([ $fails -eq 0 ] && echo 0 || echo 1)

@@ -52,10 +52,11 @@ else
 fi
 export UD_MCAST_DEV=$DEV UD_MCAST_HOPS=$HOPS
 
-# The wire, seen from netns a (veth topologies, when tshark is there): one line per
+# The wire, seen from netns a (veth topologies; tshark is required there): one line per
 # datagram, printed as it is captured (-l), so no stop-and-flush is needed.
 tpid=""
-if [ "$TOPO" != lo ] && command -v tshark >/dev/null; then
+if [ "$TOPO" != lo ]; then
+	command -v tshark >/dev/null || die "tshark not found (package tshark; scripts/deps.sh test installs it)"
 	if [ "$TOPO" = veth6 ]; then f=ipv6.hlim; d=ipv6.dst; else f=ip.ttl; d=ip.dst; fi
 	$A env -u LD_PRELOAD -u ASAN_OPTIONS tshark -l -n -i va -f 'udp dst port 4791' \
 		-T fields -e $d -e $f >"$tmp/wire" 2>"$tmp/tshark.log" &

@@ -6,7 +6,7 @@
 set -u
 LIB=$1
 HERE=$(dirname "$0")
-command -v ibv_asyncwatch >/dev/null || { echo "SKIP: ibverbs-utils not installed"; exit 77; }
+command -v ibv_asyncwatch >/dev/null || { echo "FAIL: ibv_asyncwatch not found (package ibverbs-utils; scripts/deps.sh test installs it)"; exit 1; }
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 fail() { echo "FAIL: $*"; cat "$LOG"; exit 1; }

@@ -5,7 +5,7 @@
 set -u
 LIB=$1
 fail() { echo "FAIL: $*"; exit 1; }
-command -v ibv_devices >/dev/null || { echo "SKIP: ibverbs-utils not installed"; exit 77; }
+command -v ibv_devices >/dev/null || { echo "FAIL: ibv_devices not found (package ibverbs-utils; scripts/deps.sh test installs it)"; exit 1; }
 export LD_LIBRARY_PATH=$LIB
 # An ASan build of the library needs the ASan runtime first in uninstrumented programs.
 asan=$(ldd "$LIB/libibverbs.so.1" | awk '/libasan/ {print $3}')

@@ -13,7 +13,7 @@ values it intended.  Then:
   * scapy (scapy.contrib.roce, Debian's /usr/bin/python3) recomputes each IPv4
     ICRC (BTH.compute_icrc, and a rebuild with icrc=None); scapy 2.5 has no
     IPv6 ICRC, so IPv6 frames are checked with zlib here (same A17.3.3 rules).
-Exit 0 all agree, 1 on any disagreement, 77 if tshark or scapy is missing.
+Exit 0 all agree, 1 on any disagreement or a missing tshark or scapy.
 """
 import os
 import shutil
@@ -22,7 +22,6 @@ import subprocess
 import sys
 import zlib
 
-SKIP = 77
 
 COLS = ("frame family opcode dqpn psn se ackreq padcnt pkey mig reth_va reth_rkey reth_len "
         "aeth_syn aeth_msn atm_va atm_rkey atm_swap atm_cmp atmack deth_qkey deth_srcqp imm ieth "
@@ -82,14 +81,14 @@ def main():
     gen, work = sys.argv[1], sys.argv[2]
     tshark = shutil.which("tshark")
     if not tshark:
-        print("SKIP: tshark not installed")
-        return SKIP
+        print("FAIL: tshark not installed (scripts/deps.sh test installs it)")
+        return 1
     try:
         from scapy.all import rdpcap, raw, Ether, IP, IPv6, UDP  # noqa: F401
         from scapy.contrib.roce import BTH
     except ImportError as e:
-        print("SKIP: scapy not available:", e)
-        return SKIP
+        print("FAIL: scapy not available (package python3-scapy):", e)
+        return 1
 
     os.makedirs(work, exist_ok=True)
     pcap = os.path.join(work, "dissect.pcap")
