@@ -396,14 +396,12 @@ static enum uroce_resp_state execute(struct uroce_rc *rc, struct resp_ctx *c)
 			/* IBA 9.4.4.x Send with Invalidate: the R_Key names a type 2 MW of our PD. */
 			struct uroce_mw *mw = uroce_key_lookup(pkt->ieth, UROCE_KEY_MW);
 
-			if (!mw || mw->mw.rkey != pkt->ieth || mw->mw.type != IBV_MW_TYPE_2 ||
+			if (!mw || mw->key != pkt->ieth || mw->mw.type != IBV_MW_TYPE_2 ||
 			    mw->mw.pd != rc->qp->qpx.qp_base.pd) {
 				c->err = UROCE_RC_ERR_INV_REQ;
 				return UROCE_RESP_ERROR;
 			}
-			if (mw->bound_mr)
-				atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
-			mw->bound_mr = NULL;
+			uroce_mw_unbind(mw);
 		}
 	} else {
 		if (pkt->payload_len)

@@ -595,9 +595,12 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		w->u.atomic.swap = wr->wr.atomic.swap;
 		w->u.atomic.rkey = wr->wr.atomic.rkey;
 		break;
-	case IBV_WR_BIND_MW:
-		if (uroce_mw_bind_check((struct uroce_mw *)wr->bind_mw.mw, &wr->bind_mw.bind_info))
-			return -EINVAL;
+	case IBV_WR_BIND_MW: {
+		int ret = uroce_mw_bind_check((struct uroce_mw *)wr->bind_mw.mw, qp->qpx.qp_base.pd,
+					      &wr->bind_mw.bind_info);
+
+		if (ret)
+			return ret;
 		w->u.bind.mw = wr->bind_mw.mw;
 		w->u.bind.mr = wr->bind_mw.bind_info.mr;
 		w->u.bind.addr = wr->bind_mw.bind_info.addr;
@@ -605,6 +608,7 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		w->u.bind.access = wr->bind_mw.bind_info.mw_access_flags;
 		w->imm_data = wr->bind_mw.rkey;
 		break;
+	}
 	case IBV_WR_LOCAL_INV:
 		w->imm_data = wr->invalidate_rkey;
 		break;
@@ -848,7 +852,7 @@ static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 
 	if (!w)
 		return;
-	ret = uroce_mw_bind_check((struct uroce_mw *)mw, info);
+	ret = uroce_mw_bind_check((struct uroce_mw *)mw, x->qp_base.pd, info);
 	if (ret)
 		qpx_priv(x)->wr_err = -ret;
 	w->imm_data = rkey;
