@@ -485,6 +485,33 @@ enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64
 	}
 }
 
+enum uroce_rc_err uroce_rc_write_start(struct uroce_qp *qp, struct uroce_rc *rc, uint32_t rkey, uint64_t va,
+				       uint32_t len)
+{
+	rc->resp_wr_total = rc->resp_wr_left = len;
+	rc->resp_wr_ptr = NULL;
+	rc->resp_wr_rkey = rkey;
+	rc->resp_wr_va = va;
+	/* Read before the key is resolved: a change made meanwhile is seen at the next packet. */
+	rc->resp_wr_epoch = uroce_mem_epoch();
+	/* IBA 9.7.5.1.6: a zero-length WRITE checks no R_Key. */
+	if (!len)
+		return UROCE_RC_ERR_NONE;
+	return uroce_rc_remote_ptr(qp, rkey, va, len, IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
+}
+
+enum uroce_rc_err uroce_rc_write_recheck(struct uroce_qp *qp, struct uroce_rc *rc)
+{
+	uint32_t e = uroce_mem_epoch();
+
+	if (e == rc->resp_wr_epoch || !rc->resp_wr_left)
+		return UROCE_RC_ERR_NONE;
+	rc->resp_wr_epoch = e;
+	/* IBA 10.6.3.2: each access is checked against what the key grants now. */
+	return uroce_rc_remote_ptr(qp, rc->resp_wr_rkey, rc->resp_wr_va + (rc->resp_wr_total - rc->resp_wr_left),
+				   rc->resp_wr_left, IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
+}
+
 int uroce_rc_sge_iov(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		     uint32_t len, unsigned need_access, struct iovec *iov, unsigned max,
 		     enum uroce_rc_err *err)

@@ -333,21 +333,18 @@ static enum uroce_resp_state check_rkey(struct uroce_rc *rc, struct resp_ctx *c)
 	}
 	if (mask & UROCE_OPF_WRITE) {
 		if (mask & UROCE_OPF_FIRST) {
-			rc->resp_wr_total = rc->resp_wr_left = pkt->reth.len;
-			rc->resp_wr_ptr = NULL;
-			/* IBA 9.7.5.1.6: a zero-length WRITE checks no R_Key. */
-			if (pkt->reth.len) {
-				c->err = uroce_rc_remote_ptr(rc->qp, pkt->reth.rkey, pkt->reth.va, pkt->reth.len,
-							     IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
-				if (c->err != UROCE_RC_ERR_NONE)
-					return UROCE_RESP_ERROR;
-			}
+			c->err = uroce_rc_write_start(rc->qp, rc, pkt->reth.rkey, pkt->reth.va, pkt->reth.len);
+			if (c->err != UROCE_RC_ERR_NONE)
+				return UROCE_RESP_ERROR;
 		}
 		if (pl > rc->resp_wr_left || (!(mask & UROCE_OPF_LAST) && pl != rc->mtu) ||
 		    ((mask & UROCE_OPF_LAST) && pl != rc->resp_wr_left)) {
 			c->err = UROCE_RC_ERR_INV_REQ;       /* length error (IBA 9.7.5.1.5) */
 			return UROCE_RESP_ERROR;
 		}
+		c->err = uroce_rc_write_recheck(rc->qp, rc);
+		if (c->err != UROCE_RC_ERR_NONE)
+			return UROCE_RESP_ERROR;
 		return UROCE_RESP_EXECUTE;
 	}
 	if (pkt->bth.opcode == UROCE_OP_READ_REQ) {

@@ -140,6 +140,18 @@ int uroce_key_rekey(uint32_t key, uint32_t new_key)
 	return ret;
 }
 
+static atomic_uint mem_epoch;
+
+uint32_t uroce_mem_epoch(void)
+{
+	return atomic_load_explicit(&mem_epoch, memory_order_acquire);
+}
+
+static void mem_changed(void)
+{
+	atomic_fetch_add_explicit(&mem_epoch, 1, memory_order_release);
+}
+
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind)
 {
 	uint32_t i = key >> 8;
@@ -226,6 +238,13 @@ int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, 
 	return 0;
 }
 
+/* ibv_rereg_mr, as the kernel's rereg path does it (ib_uverbs_rereg_mr): every input is
+ * checked before anything changes, so a failed call leaves the MR as it was; then the PD,
+ * the access rights and the translation change in place.  The keys stay (as rxe and
+ * mlx5's in-place rereg keep them): a peer that was handed the R_Key goes on using it
+ * and is checked against the new PD, rights and range from its next packet on
+ * (uroce_mem_epoch: a WRITE under way is checked again too).  The caller (ibv_rereg_mr)
+ * reads lkey/rkey back from the struct ibv_mr. */
 int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *addr, size_t length,
 		   unsigned access)
 {
@@ -233,6 +252,8 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 
 	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags)
 		return -EINVAL;
+	/* IBA 10.6.7: a region with windows bound to it cannot be reregistered (rxe and
+	 * mlx5 refuse deregistration the same way). */
 	if (atomic_load(&mr->num_mw))
 		return -EBUSY;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
@@ -249,28 +270,20 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 		if (!pd || pd->pd.context != mr->mr.context)
 			return -EINVAL;
 	}
-	/* Every change gets a new key, so requests carrying the old one fail. */
-	{
-		uint32_t key;
-
-		ret = uroce_key_alloc(UROCE_KEY_MR, mr, &key);
-		if (ret)
-			return ret;
-		uroce_key_free(mr->mr.lkey);
-		mr->mr.lkey = mr->mr.rkey = key;
-	}
-	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
-		mr->access = (unsigned)acc;
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		mr->mr.addr = addr;
-		mr->mr.length = length;
-		mr->iova = (uintptr_t)addr;
-	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
 		atomic_fetch_add(&pd->usecnt, 1);
 		mr->mr.pd = &pd->pd;
 	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = (unsigned)acc;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		/* libibverbs passes the new address as the new iova (ibv_cmd_rereg_mr's hca_va). */
+		mr->mr.addr = addr;
+		mr->mr.length = length;
+		mr->iova = (uintptr_t)addr;
+	}
+	mem_changed();
 	return 0;
 }
 
@@ -279,6 +292,7 @@ int uroce_mr_dereg(struct uroce_mr *mr)
 	if (atomic_load(&mr->num_mw))
 		return -EBUSY;
 	uroce_key_free(mr->mr.lkey);
+	mem_changed();
 	atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
 	free(mr);
 	return 0;
@@ -321,6 +335,7 @@ void uroce_mw_unbind(struct uroce_mw *mw)
 	mw->addr = mw->length = 0;
 	mw->access = 0;
 	mw->qpn = 0;
+	mem_changed();
 }
 
 int uroce_mw_dealloc(struct uroce_mw *mw)

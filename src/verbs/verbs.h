@@ -205,6 +205,10 @@ void uroce_key_free(uint32_t key);
 int uroce_key_rekey(uint32_t key, uint32_t new_key);
 /* Look an object up by key; NULL when the key is unknown or of another kind. */
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind);
+/* Moves on whenever what a key grants may have changed (an MR reregistered or
+ * deregistered; a window bound, unbound or freed): the responder re-checks the R_Key of a
+ * WRITE it is in the middle of when it has moved since the WRITE's first packet. */
+uint32_t uroce_mem_epoch(void);
 
 /* ---- memory region ---- */
 struct uroce_mr {

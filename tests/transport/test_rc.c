@@ -1050,6 +1050,293 @@ static void test_mw_bind_rules(void)
 	}
 }
 
+/* ---- ibv_rereg_mr, every combination of CHANGE_TRANSLATION (T), CHANGE_PD (P) and
+ * CHANGE_ACCESS (A), end to end: qp[1]'s MR over 64 KiB (old) is reregistered to another
+ * 64 KiB (new), a second PD and other rights; qp[0] holds the R_Key it was given before.
+ * Each scenario runs on a fresh pair. ---- */
+#define RR_LEN 65536u
+#define RR_T IBV_REREG_MR_CHANGE_TRANSLATION
+#define RR_P IBV_REREG_MR_CHANGE_PD
+#define RR_A IBV_REREG_MR_CHANGE_ACCESS
+
+struct rereg_env {
+	struct world w;
+	struct mem m;
+	struct uroce_pd *pd2;
+	struct uroce_mr *mr;
+	uint8_t *old_buf, *new_buf;
+	uint32_t lkey, rkey;           /* as registered: what qp[0] and the receive WQEs hold */
+};
+
+static void rereg_env_init(struct rereg_env *e, unsigned access)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+
+	world_init(&e->w, &o, NULL);
+	mem_init(&e->w, &e->m);
+	CHECK(uroce_pd_alloc(e->w.ctx, &e->pd2) == 0, "pd2");
+	e->old_buf = e->m.b + (1u << 20);
+	e->new_buf = e->m.b + (2u << 20);
+	memset(e->old_buf, 0x11, RR_LEN);
+	memset(e->new_buf, 0x22, RR_LEN);
+	CHECK(uroce_mr_reg(e->w.pd, e->old_buf, RR_LEN, (uintptr_t)e->old_buf, access, &e->mr) == 0, "reg");
+	e->lkey = e->mr->mr.lkey;
+	e->rkey = e->mr->mr.rkey;
+}
+
+static void rereg_env_fini(struct rereg_env *e)
+{
+	e->w.qp[1]->qpx.qp_base.pd = &e->w.pd->pd;
+	CHECK(uroce_mr_dereg(e->mr) == 0, "dereg");
+	mem_fini(&e->m);
+	atomic_store(&e->pd2->usecnt, 0);
+	uroce_pd_dealloc(e->pd2);
+	world_fini(&e->w);
+}
+
+/* Reregister with this scenario's new values for the flags in @f; checks what changed. */
+static int rereg_apply(struct rereg_env *e, int f, unsigned new_access)
+{
+	unsigned old_access = e->mr->access;
+	int r = uroce_mr_rereg(e->mr, f, e->pd2, e->new_buf, RR_LEN, new_access);
+
+	if (r)
+		return r;
+	/* The keys stay (as rxe and mlx5's in-place rereg): the peer's copy goes on working. */
+	CHECK(e->mr->mr.lkey == e->lkey && e->mr->mr.rkey == e->rkey, "rereg %#x changed the keys", f);
+	CHECK(e->mr->mr.pd == (f & RR_P ? &e->pd2->pd : &e->w.pd->pd), "rereg %#x: the PD", f);
+	CHECK(e->mr->mr.addr == (f & RR_T ? e->new_buf : e->old_buf) && e->mr->mr.length == RR_LEN &&
+	      e->mr->iova == (uintptr_t)e->mr->mr.addr, "rereg %#x: the translation", f);
+	CHECK(e->mr->access == (f & RR_A ? new_access : old_access), "rereg %#x: the rights", f);
+	return 0;
+}
+
+static enum ibv_wc_status rr_op(struct rereg_env *e, enum ibv_wr_opcode op, uint64_t va, uint32_t len,
+				uint32_t rkey)
+{
+	struct ibv_sge s = { (uintptr_t)e->m.a, len, e->m.ma->mr.lkey };
+	struct ibv_wc wc;
+
+	CHECK(post(&e->w, 0, op, 400, &s, 1, IBV_SEND_SIGNALED, va, rkey, 1, 0) == 0, "post");
+	return wait_wc(&e->w, 0, &wc) ? wc.status : IBV_WC_GENERAL_ERR;
+}
+
+/* Remote READ, WRITE and atomic with the R_Key qp[0] was given, after the rereg.  The MR
+ * starts with LOCAL_WRITE | REMOTE_READ and gains REMOTE_WRITE and REMOTE_ATOMIC with A.
+ * With P, qp[1] stays in the old PD (refused) or, @moved, is a QP of the new one. */
+static void rereg_remote(int f, bool moved)
+{
+	struct rereg_env e;
+	bool pd_ok = !(f & RR_P) || moved, can_write = pd_ok && (f & RR_A);
+	uint8_t *buf;
+	uint64_t va;
+	enum ibv_wc_status st;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC) == 0, "rereg %#x", f);
+	if (moved)
+		e.w.qp[1]->qpx.qp_base.pd = &e.pd2->pd;
+	buf = f & RR_T ? e.new_buf : e.old_buf;
+	va = (uintptr_t)buf + 100;
+
+	fill(buf + 100, 3000, 5);
+	memset(e.m.a, 0, 3000);
+	st = rr_op(&e, IBV_WR_RDMA_READ, va, 3000, e.rkey);
+	CHECK(st == (pd_ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s: READ %d", f,
+	      moved ? " (QP of the new PD)" : "", st);
+	if (st != IBV_WC_SUCCESS)
+		goto out;
+	CHECK(!memcmp(e.m.a, buf + 100, 3000), "rereg %#x: READ from the %s translation", f,
+	      f & RR_T ? "new" : "old");
+
+	fill(e.m.a, 3000, 6);
+	st = rr_op(&e, IBV_WR_RDMA_WRITE, va, 3000, e.rkey);
+	CHECK(st == (can_write ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s: WRITE %d", f,
+	      moved ? " (QP of the new PD)" : "", st);
+	if (st != IBV_WC_SUCCESS)
+		goto out;
+	CHECK(!memcmp(e.m.a, buf + 100, 3000), "rereg %#x: WRITE into the translation", f);
+	if (f & RR_T)
+		CHECK(e.old_buf[100] == 0x11 && e.old_buf[3099] == 0x11, "rereg %#x: the old memory written", f);
+
+	memset(buf + 4096, 0, 8);
+	st = rr_op(&e, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)buf + 4096, 8, e.rkey);
+	CHECK(st == IBV_WC_SUCCESS && buf[4096] == 1, "rereg %#x: atomic %d", f, st);
+	if (f & RR_T) {
+		/* The old translation is gone: its addresses are outside the MR now. */
+		st = rr_op(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.old_buf + 100, 64, e.rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR && e.old_buf[100] == 0x11,
+		      "rereg %#x: WRITE into the old translation %d", f, st);
+	}
+out:
+	rereg_env_fini(&e);
+}
+
+/* A receive WQE posted before the rereg points into the old translation with the lkey it
+ * had: with T (outside the new range) or P (the MR left the QP's PD) the SEND that uses it
+ * is a local protection error at qp[1] and a remote operational error at qp[0] (IBA
+ * 9.7.5.2.x, as mlx5 answers; rdma-core's test_mr_rereg_addr/_pd); with A alone it works.
+ * @after: the receive is posted after the rereg, into the current translation. */
+static void rereg_recv(int f, bool after, bool moved)
+{
+	struct rereg_env e;
+	struct ibv_wc wc;
+	struct ibv_sge s = { 0, 100, 0 };
+	bool fails = after ? (f & RR_P) && !moved : (f & RR_T) || ((f & RR_P) && !moved);
+	uint8_t *buf;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE);
+	if (!after) {
+		struct ibv_sge r = { (uintptr_t)e.old_buf, 4096, e.lkey };
+
+		CHECK(post_recv(&e.w, 1, 60, &r, 1) == 0, "recv");
+	}
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0, "rereg %#x", f);
+	if (moved)
+		e.w.qp[1]->qpx.qp_base.pd = &e.pd2->pd;
+	buf = after && (f & RR_T) ? e.new_buf : e.old_buf;
+	if (after) {
+		struct ibv_sge r = { (uintptr_t)buf, 4096, e.mr->mr.lkey };
+
+		CHECK(post_recv(&e.w, 1, 60, &r, 1) == 0, "recv");
+	}
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 100, e.m.ma->mr.lkey };
+	fill(e.m.a, 100, 9);
+	CHECK(post(&e.w, 0, IBV_WR_SEND, 61, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&e.w, 0, &wc) && wc.wr_id == 61, "send wc");
+	CHECK(wc.status == (fails ? IBV_WC_REM_OP_ERR : IBV_WC_SUCCESS), "rereg %#x, receive posted %s%s: the SEND %d",
+	      f, after ? "after" : "before", moved ? ", QP of the new PD" : "", wc.status);
+	CHECK(wait_wc(&e.w, 1, &wc) && wc.wr_id == 60 &&
+	      wc.status == (fails ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS), "rereg %#x: the receive %d", f, wc.status);
+	if (!fails)
+		CHECK(!memcmp(buf, e.m.a, 100), "rereg %#x: the data received", f);
+	else
+		CHECK(e.old_buf[0] == 0x11 && e.new_buf[0] == 0x22, "rereg %#x: a refused receive wrote", f);
+	rereg_env_fini(&e);
+}
+
+static bool delivered_n(struct world *w, void *arg)
+{
+	return w->delivered >= *(uint64_t *)arg;
+}
+
+/* A WRITE in progress when the MR changes: after its first packet the rereg takes away what
+ * the rest needs (T: the range, P: the PD, A: REMOTE_WRITE), so the rest is refused and
+ * lands nowhere; with @keep (A only, the rights kept) the WRITE completes. */
+static void rereg_mid_write(int f, bool keep)
+{
+	struct rereg_env e;
+	struct ibv_sge s;
+	struct ibv_wc wc;
+	uint64_t n;
+	bool ok = keep;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 3000, e.m.ma->mr.lkey };
+	fill(e.m.a, 3000, 10);
+	n = e.w.delivered + 1;
+	CHECK(post(&e.w, 0, IBV_WR_RDMA_WRITE, 70, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)e.old_buf, e.rkey, 0, 0) == 0,
+	      "write");
+	CHECK(world_run(&e.w, delivered_n, &n, 1000000000ull) == 0, "the first packet");
+	CHECK(!memcmp(e.old_buf, e.m.a, 1024) && e.old_buf[1024] == 0x11, "the first packet placed alone");
+	CHECK(rereg_apply(&e, f, keep ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
+				 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0, "rereg %#x", f);
+	CHECK(wait_wc(&e.w, 0, &wc) && wc.wr_id == 70 &&
+	      wc.status == (ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s in the middle of a WRITE: %d",
+	      f, keep ? " (rights kept)" : "", wc.status);
+	if (ok) {
+		CHECK(!memcmp(e.old_buf, e.m.a, 3000), "rereg %#x: the WRITE's data", f);
+	} else {
+		bool untouched = true;
+
+		for (uint32_t i = 1024; i < 3000; i++)
+			untouched &= e.old_buf[i] == 0x11 && e.new_buf[i] == 0x22;
+		CHECK(untouched, "rereg %#x: the rest of the WRITE landed after the key lost its rights", f);
+	}
+	rereg_env_fini(&e);
+}
+
+/* An MR with a bound window is not reregistered (IBA 10.6.7): EBUSY, nothing changes and
+ * the window keeps working; once the window is invalidated the rereg goes through. */
+static void rereg_busy(int f)
+{
+	struct rereg_env e;
+	struct uroce_mw *mw;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	uint32_t key;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	CHECK(uroce_mw_alloc(e.w.pd, IBV_MW_TYPE_2, &mw) == 0, "mw");
+	key = (mw->mw.rkey & ~0xFFu) | ((mw->mw.rkey + 1) & 0xFFu);
+	{
+		struct ibv_send_wr wr = { .wr_id = 80, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = &mw->mw;
+		wr.bind_mw.rkey = key;
+		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){ &e.mr->mr, (uintptr_t)e.old_buf, 4096,
+								  IBV_ACCESS_REMOTE_WRITE };
+		CHECK(uroce_qp_post_send(e.w.qp[1], &wr, &bad) == 0 && wait_wc(&e.w, 1, &wc) &&
+		      wc.status == IBV_WC_SUCCESS, "bind");
+	}
+	CHECK(uroce_mr_rereg(e.mr, f, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_LOCAL_WRITE) == -EBUSY,
+	      "rereg %#x with a bound window", f);
+	CHECK(e.mr->mr.pd == &e.w.pd->pd && e.mr->mr.addr == e.old_buf && e.mr->mr.lkey == e.lkey &&
+	      (e.mr->access & IBV_ACCESS_REMOTE_WRITE), "rereg %#x: a refused rereg changed the MR", f);
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 64, e.m.ma->mr.lkey };
+	fill(e.m.a, 64, 11);
+	CHECK(post(&e.w, 0, IBV_WR_RDMA_WRITE, 81, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)e.old_buf, key, 0, 0) == 0 &&
+	      wait_wc(&e.w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(e.old_buf, e.m.a, 64),
+	      "rereg %#x: the window after the refused rereg", f);
+	{
+		struct ibv_send_wr wr = { .wr_id = 82, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.invalidate_rkey = key;
+		CHECK(uroce_qp_post_send(e.w.qp[1], &wr, &bad) == 0 && wait_wc(&e.w, 1, &wc) &&
+		      wc.status == IBV_WC_SUCCESS, "local_inv");
+	}
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE) == 0, "rereg %#x after the window's invalidation", f);
+	uroce_mw_dealloc(mw);
+	rereg_env_fini(&e);
+}
+
+static void test_rereg(void)
+{
+	/* Inputs are checked before anything changes (ib_uverbs_rereg_mr). */
+	{
+		struct rereg_env e;
+		const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+
+		rereg_env_init(&e, acc);
+		CHECK(uroce_mr_rereg(e.mr, 0, NULL, NULL, 0, 0) == -EINVAL, "no flags");
+		CHECK(uroce_mr_rereg(e.mr, 1 << 3, NULL, NULL, 0, 0) == -EINVAL, "an unknown flag");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, NULL, e.new_buf, RR_LEN, acc) == -EINVAL, "no PD");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, 0, acc) == -EINVAL, "zero length");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_REMOTE_WRITE) ==
+		      -EINVAL, "remote write without local write (IBA 10.6.3)");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_ON_DEMAND) ==
+		      -EOPNOTSUPP, "on demand");
+		CHECK(e.mr->mr.pd == &e.w.pd->pd && e.mr->mr.addr == e.old_buf && e.mr->access == acc &&
+		      e.mr->mr.lkey == e.lkey && atomic_load(&e.pd2->usecnt) == 0, "a failed rereg changed the MR");
+		rereg_env_fini(&e);
+	}
+	for (int f = 1; f <= (RR_T | RR_P | RR_A); f++) {
+		rereg_remote(f, false);
+		rereg_recv(f, false, false);
+		rereg_recv(f, true, false);
+		if (f & RR_P) {
+			rereg_remote(f, true);
+			rereg_recv(f, false, true);
+			rereg_recv(f, true, true);
+		}
+		rereg_mid_write(f, false);
+		if (f == RR_A)
+			rereg_mid_write(f, true);
+		rereg_busy(f);
+	}
+}
+
 /* ---- sq_sig_all, fences, solicited events ---- */
 static void test_sig_fence_se(void)
 {
@@ -1206,6 +1493,7 @@ int main(int argc, char **argv)
 		test_srq_wr_mw();
 		test_local_inv_mw1();
 		test_mw_bind_rules();
+		test_rereg();
 		return check_summary();
 	}
 	if (argc > 1 && !strcmp(argv[1], "huge")) {
@@ -1223,6 +1511,7 @@ int main(int argc, char **argv)
 	test_sig_fence_se();
 	test_local_inv_mw1();
 	test_mw_bind_rules();
+	test_rereg();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
