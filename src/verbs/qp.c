@@ -448,6 +448,12 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 			qp->rq.head = qp->rq.tail;
 			pthread_mutex_unlock(&qp->rq.lock);
 		}
+		/* ... and the completions it left on its CQs (the flushes of an Error before):
+		 * a QP in Reset has none (IBA 10.3.1), as mlx5 cleans them; polled later they
+		 * would pass for completions of the QP's next connection. */
+		uroce_cq_clean(send_cq(qp), ib->qp_num);
+		if (recv_cq(qp) != send_cq(qp))
+			uroce_cq_clean(recv_cq(qp), ib->qp_num);
 		memset(&qp->attr, 0, sizeof(qp->attr));
 		qp->attr.port_num = 1;
 		qp->attr.path_mtu = IBV_MTU_1024;

@@ -300,6 +300,8 @@ int uroce_cq_destroy(struct uroce_cq *cq);
 int uroce_cq_resize(struct uroce_cq *cq, int cqe);
 int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc);
 int uroce_cq_arm(struct uroce_cq *cq, int solicited_only);
+/* Take QP @qpn's completions off @cq, keeping the others in order (a QP entering Reset). */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 /* Add a completion.  `solicited` is the solicited-event bit of the message
  * (IBA 11.4.2.2: an ARM_SOLICITED CQ fires only for those and for errors).
  * -ENOSPC when the ring is full: the CQ is then in error (IBV_EVENT_CQ_ERR). */

@@ -336,6 +336,48 @@ static void test_flush_and_events(struct ibv_context *ctx)
 		CHECK(ibv_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 77 && wc[0].opcode == IBV_WC_SEND &&
 		      wc[0].status == IBV_WC_WR_FLUSH_ERR);
 	}
+	/* Reset takes the QP's completions off its CQs, and only its own (IBA 10.3.1: a QP in
+	 * Reset has nothing queued and nothing completed; mlx5 cleans its CQs the same way):
+	 * a flushed WQE polled after Reset would be taken for one of the next connection's,
+	 * as rdma-core's test_mr_rereg_addr/_pd find after their restate_qps. */
+	{
+		struct ibv_cq *cq2 = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_qp *qp2;
+		struct ibv_send_wr sw = { .opcode = IBV_WR_SEND, .sg_list = &sge, .num_sge = 1 }, *sbad;
+
+		CHECK(cq2);
+		qp2 = ibv_create_qp(pd, &(struct ibv_qp_init_attr){ .send_cq = cq2, .recv_cq = cq,
+			.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			.max_recv_sge = 1 } });
+		CHECK(qp2);
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+		rw.wr_id = 900;
+		CHECK_RET(ibv_post_recv(qp2, &rw, &bad), 0);
+		rw.wr_id = 556;
+		CHECK_RET(ibv_post_recv(qp, &rw, &bad), 0);             /* qp in Error: flushed */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		sw.wr_id = 78;
+		CHECK_RET(ibv_post_send(qp, &sw, &sbad), 0);
+		sw.wr_id = 901;
+		CHECK_RET(ibv_post_send(qp2, &sw, &sbad), 0);
+		/* cq: 556 (qp), 900 (qp2), 78 (qp); cq2: 901 (qp2).  qp2 to Reset: */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq2, 4, wc) == 0);
+		CHECK(ibv_poll_cq(cq, 1, wc) == 1 && wc[0].wr_id == 556 && wc[0].qp_num == qp->qp_num);
+		/* qp to Reset: its last completion goes too. */
+		CHECK_RET(ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq, 8, wc) == 0);
+		/* After Reset the CQ works as before. */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+		rw.wr_id = 902;
+		CHECK_RET(ibv_post_recv(qp2, &rw, &bad), 0);
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 902 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
+		CHECK_RET(ibv_destroy_qp(qp2), 0);
+		CHECK_RET(ibv_destroy_cq(cq2), 0);
+	}
 	/* A CQ in use cannot go; nor its channel. */
 	CHECK_RET(ibv_destroy_cq(cq), EBUSY);
 	CHECK_RET(ibv_destroy_comp_channel(ch), EBUSY);
