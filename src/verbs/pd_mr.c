@@ -252,8 +252,8 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 
 	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags)
 		return -EINVAL;
-	/* IBA 10.6.7: a region with windows bound to it cannot be reregistered (rxe and
-	 * mlx5 refuse deregistration the same way). */
+	/* A region with windows bound to it stays as it is (IBA 10.6.7.2.6, which rxe cites
+	 * when it refuses to deregister one): first unbind or invalidate them. */
 	if (atomic_load(&mr->num_mw))
 		return -EBUSY;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
