@@ -235,6 +235,9 @@ struct uroce_rc {
 	uint8_t *resp_wr_ptr;            /* WRITE in progress: next byte of target memory */
 	uint32_t resp_wr_left;           /* bytes still expected for the WRITE */
 	uint32_t resp_wr_total;
+	uint32_t resp_wr_rkey;           /* ... its R_Key and first VA (uroce_rc_write_recheck) */
+	uint64_t resp_wr_va;
+	uint32_t resp_wr_epoch;          /* uroce_mem_epoch() when resp_wr_ptr was resolved */
 	struct uroce_rc_res *res;        /* responder resources, nres entries (power of two) */
 	uint32_t nres, res_next;
 	uint8_t *scratch;                /* packet build buffer, UROCE_RC_MAX_PKT */
@@ -294,6 +297,14 @@ uint8_t *uroce_rc_local_ptr(struct uroce_qp *qp, const struct ibv_sge *sge, uint
 			    uint32_t len, unsigned need_access);
 enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
 				      unsigned need_access, uint8_t **out);
+/* A WRITE's target (RC and UC responders): _start resolves the R_Key at the first packet;
+ * _recheck, at each later packet, resolves it again for the rest of the message if MRs or
+ * windows changed in between (uroce_mem_epoch), so a reregistration or deregistration
+ * takes effect from the next packet on and nothing lands in memory the key no longer
+ * names. */
+enum uroce_rc_err uroce_rc_write_start(struct uroce_qp *qp, struct uroce_rc *rc, uint32_t rkey, uint64_t va,
+				       uint32_t len);
+enum uroce_rc_err uroce_rc_write_recheck(struct uroce_qp *qp, struct uroce_rc *rc);
 /* [off, off + len) of an SGE list as pointers into registered memory (checked for
  * @need_access): the number of pieces, 0 when more than @max are needed, or -1 with *err
  * set (LOC_LEN past the list, LOC_PROT for a bad L_Key or range). */

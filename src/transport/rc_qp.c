@@ -466,19 +466,50 @@ enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64
 	} else {
 		struct uroce_mw *mw = uroce_key_lookup(rkey, UROCE_KEY_MW);
 
-		if (!mw || mw->mw.rkey != rkey || !mw->bound_mr)
+		if (!mw || mw->key != rkey || !mw->bound_mr)
 			return UROCE_RC_ERR_REM_ACCESS;
-		/* A type 2 window is bound to one QP (IBA 10.6.7.2.2): a QP of the same PD. */
-		if (mw->mw.pd != qp->qpx.qp_base.pd)
+		/* A window admits requests arriving on QPs of its PD (IBA 10.6.7.1); a type 2
+		 * window only on the QP it is bound to (IBA 10.6.7.2.2). */
+		if (mw->mw.pd != qp->qpx.qp_base.pd ||
+		    (mw->mw.type == IBV_MW_TYPE_2 && mw->qpn != qp->qpx.qp_base.qp_num))
 			return UROCE_RC_ERR_REM_ACCESS;
 		if ((mw->access & need_access) != need_access)
 			return UROCE_RC_ERR_REM_ACCESS;
-		if (va < mw->addr || va - mw->addr > mw->length || len > mw->length - (va - mw->addr))
+		/* A zero-based window is addressed from 0 (IBA 10.6.7.2: type 2 only). */
+		base = mw->access & IBV_ACCESS_ZERO_BASED ? 0 : mw->addr;
+		if (va < base || va - base > mw->length || len > mw->length - (va - base))
 			return UROCE_RC_ERR_REM_ACCESS;
 		mr = mw->bound_mr;
-		*out = (uint8_t *)mr->mr.addr + (va - mr->iova);
+		*out = (uint8_t *)mr->mr.addr + (mw->addr - mr->iova) + (va - base);
 		return UROCE_RC_ERR_NONE;
 	}
+}
+
+enum uroce_rc_err uroce_rc_write_start(struct uroce_qp *qp, struct uroce_rc *rc, uint32_t rkey, uint64_t va,
+				       uint32_t len)
+{
+	rc->resp_wr_total = rc->resp_wr_left = len;
+	rc->resp_wr_ptr = NULL;
+	rc->resp_wr_rkey = rkey;
+	rc->resp_wr_va = va;
+	/* Read before the key is resolved: a change made meanwhile is seen at the next packet. */
+	rc->resp_wr_epoch = uroce_mem_epoch();
+	/* IBA 9.7.5.1.6: a zero-length WRITE checks no R_Key. */
+	if (!len)
+		return UROCE_RC_ERR_NONE;
+	return uroce_rc_remote_ptr(qp, rkey, va, len, IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
+}
+
+enum uroce_rc_err uroce_rc_write_recheck(struct uroce_qp *qp, struct uroce_rc *rc)
+{
+	uint32_t e = uroce_mem_epoch();
+
+	if (e == rc->resp_wr_epoch || !rc->resp_wr_left)
+		return UROCE_RC_ERR_NONE;
+	rc->resp_wr_epoch = e;
+	/* IBA 10.6.3.2: each access is checked against what the key grants now. */
+	return uroce_rc_remote_ptr(qp, rc->resp_wr_rkey, rc->resp_wr_va + (rc->resp_wr_total - rc->resp_wr_left),
+				   rc->resp_wr_left, IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
 }
 
 int uroce_rc_sge_iov(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,

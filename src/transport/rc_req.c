@@ -73,7 +73,8 @@ static void local_error(struct uroce_rc *rc, uint32_t idx, enum uroce_rc_err err
 	uroce_rc_fail(rc, err);
 }
 
-/* LOCAL_INV and BIND_MW (IBA 10.6.7.2, 10.8.2.x).  Returns the error or NONE. */
+/* LOCAL_INV and BIND_MW, executed when the requester reaches them (IBA 10.6.7, 10.8.2.x):
+ * in order with the WQEs before them.  Returns the error or NONE. */
 static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
 {
 	struct uroce_qp *qp = rc->qp;
@@ -81,41 +82,26 @@ static enum uroce_rc_err local_op(struct uroce_rc *rc, struct uroce_wqe *w)
 	if (w->opcode == IBV_WR_LOCAL_INV) {
 		struct uroce_mw *mw = uroce_key_lookup(w->imm_data, UROCE_KEY_MW);
 
-		/* Only type 2 windows are invalidated through the send queue (IBA 10.6.7.2.4). */
-		if (!mw || mw->mw.rkey != w->imm_data || mw->mw.type != IBV_MW_TYPE_2 ||
+		/* Only type 2 windows are invalidated through the send queue (IBA 10.6.7.2.4,
+		 * o10-37.2.26); invalidating a Free window leaves it Free. */
+		if (!mw || mw->key != w->imm_data || mw->mw.type != IBV_MW_TYPE_2 ||
 		    mw->mw.pd != qp->qpx.qp_base.pd)
 			return UROCE_RC_ERR_LOC_QP_OP;
-		if (mw->bound_mr)
-			atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
-		mw->bound_mr = NULL;
+		uroce_mw_unbind(mw);
 		return UROCE_RC_ERR_NONE;
 	} else {
-		struct uroce_mw *mw = (struct uroce_mw *)w->u.bind.mw;
 		struct ibv_mw_bind_info info = {
 			.mr = w->u.bind.mr, .addr = w->u.bind.addr, .length = w->u.bind.length,
 			.mw_access_flags = w->u.bind.access,
 		};
 
-		if (!mw || mw->mw.pd != qp->qpx.qp_base.pd || uroce_mw_bind_check(mw, &info))
+		/* The rules again, now that the WQEs before this one have run (a LOCAL_INV
+		 * may have freed the window, a rereg changed the MR), and the window's state;
+		 * a failure completes the WQE with the memory window bind error and the QP enters Error
+		 * (the MW_BIND row of rc.h's error table). */
+		if (uroce_mw_bind_exec((struct uroce_mw *)w->u.bind.mw, qp->qpx.qp_base.pd,
+				       qp->qpx.qp_base.qp_num, &info, w->imm_data))
 			return UROCE_RC_ERR_MW_BIND;
-		if (mw->bound_mr)
-			atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
-		mw->bound_mr = NULL;
-		if (info.mr && info.length) {
-			mw->bound_mr = uroce_mr_from_ib(info.mr);
-			atomic_fetch_add(&mw->bound_mr->num_mw, 1);
-			mw->addr = info.addr;
-			mw->length = info.length;
-			mw->access = info.mw_access_flags;
-		}
-		/* The consumer owns the low 8 bits of the new R_Key (IBA 10.6.7.x); the key table
-		 * follows so that the old key no longer resolves. */
-		{
-			uint32_t nk = (mw->mw.rkey & ~0xFFu) | (w->imm_data & 0xFFu);
-
-			if (nk != mw->mw.rkey && uroce_key_rekey(mw->mw.rkey, nk) == 0)
-				mw->mw.rkey = nk;
-		}
 		return UROCE_RC_ERR_NONE;
 	}
 }

@@ -333,21 +333,18 @@ static enum uroce_resp_state check_rkey(struct uroce_rc *rc, struct resp_ctx *c)
 	}
 	if (mask & UROCE_OPF_WRITE) {
 		if (mask & UROCE_OPF_FIRST) {
-			rc->resp_wr_total = rc->resp_wr_left = pkt->reth.len;
-			rc->resp_wr_ptr = NULL;
-			/* IBA 9.7.5.1.6: a zero-length WRITE checks no R_Key. */
-			if (pkt->reth.len) {
-				c->err = uroce_rc_remote_ptr(rc->qp, pkt->reth.rkey, pkt->reth.va, pkt->reth.len,
-							     IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr);
-				if (c->err != UROCE_RC_ERR_NONE)
-					return UROCE_RESP_ERROR;
-			}
+			c->err = uroce_rc_write_start(rc->qp, rc, pkt->reth.rkey, pkt->reth.va, pkt->reth.len);
+			if (c->err != UROCE_RC_ERR_NONE)
+				return UROCE_RESP_ERROR;
 		}
 		if (pl > rc->resp_wr_left || (!(mask & UROCE_OPF_LAST) && pl != rc->mtu) ||
 		    ((mask & UROCE_OPF_LAST) && pl != rc->resp_wr_left)) {
 			c->err = UROCE_RC_ERR_INV_REQ;       /* length error (IBA 9.7.5.1.5) */
 			return UROCE_RESP_ERROR;
 		}
+		c->err = uroce_rc_write_recheck(rc->qp, rc);
+		if (c->err != UROCE_RC_ERR_NONE)
+			return UROCE_RESP_ERROR;
 		return UROCE_RESP_EXECUTE;
 	}
 	if (pkt->bth.opcode == UROCE_OP_READ_REQ) {
@@ -396,14 +393,12 @@ static enum uroce_resp_state execute(struct uroce_rc *rc, struct resp_ctx *c)
 			/* IBA 9.4.4.x Send with Invalidate: the R_Key names a type 2 MW of our PD. */
 			struct uroce_mw *mw = uroce_key_lookup(pkt->ieth, UROCE_KEY_MW);
 
-			if (!mw || mw->mw.rkey != pkt->ieth || mw->mw.type != IBV_MW_TYPE_2 ||
+			if (!mw || mw->key != pkt->ieth || mw->mw.type != IBV_MW_TYPE_2 ||
 			    mw->mw.pd != rc->qp->qpx.qp_base.pd) {
 				c->err = UROCE_RC_ERR_INV_REQ;
 				return UROCE_RESP_ERROR;
 			}
-			if (mw->bound_mr)
-				atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
-			mw->bound_mr = NULL;
+			uroce_mw_unbind(mw);
 		}
 	} else {
 		if (pkt->payload_len)

@@ -183,15 +183,11 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	}
 
 	if (write) {
-		if (first) {
-			rc->resp_wr_total = rc->resp_wr_left = pkt->reth.len;
-			rc->resp_wr_ptr = NULL;
-			if (pkt->reth.len &&
-			    uroce_rc_remote_ptr(qp, pkt->reth.rkey, pkt->reth.va, pkt->reth.len,
-						IBV_ACCESS_REMOTE_WRITE, &rc->resp_wr_ptr) != UROCE_RC_ERR_NONE) {
-				lose_message(rc, UROCE_RC_DROP_UC_RKEY);   /* UC: no NAK, drop the message */
-				return;
-			}
+		if ((first && uroce_rc_write_start(qp, rc, pkt->reth.rkey, pkt->reth.va, pkt->reth.len) !=
+			      UROCE_RC_ERR_NONE) ||
+		    uroce_rc_write_recheck(qp, rc) != UROCE_RC_ERR_NONE) {
+			lose_message(rc, UROCE_RC_DROP_UC_RKEY);   /* UC: no NAK, drop the message */
+			return;
 		}
 		if (pl > rc->resp_wr_left || (last && pl != rc->resp_wr_left)) {
 			lose_message(rc, UROCE_RC_DROP_UC_MSG_LOST);

@@ -175,6 +175,27 @@ int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc)
 	return got;
 }
 
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
+{
+	uint32_t keep;
+
+	pthread_mutex_lock(&cq->lock);
+	/* Slide the other QPs' entries up over the removed ones, keeping their order; the
+	 * ring's head stays, its tail moves back. */
+	keep = cq->head;
+	for (uint32_t i = cq->head; i != cq->tail; i++) {
+		const struct ibv_wc *wc = &cq->ring[i & (cq->size - 1)];
+
+		if (wc->qp_num == qpn)
+			continue;
+		if (keep != i)
+			cq->ring[keep & (cq->size - 1)] = *wc;
+		keep++;
+	}
+	__atomic_store_n(&cq->tail, keep, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&cq->lock);
+}
+
 int uroce_cq_arm(struct uroce_cq *cq, int solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);

@@ -70,33 +70,28 @@ static int op_dealloc_mw(struct ibv_mw *mw)
 
 static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
 {
+	/* IBA 10.6.7.1: a type 1 bind is a send-queue operation with a new R_Key (the low
+	 * 8 bits advance, as ibv_inc_rkey does).  mw->rkey is the new key on return
+	 * (ibv_bind_mw(3)); the window takes it when the requester executes the bind in
+	 * order, and until then the old key keeps the old binding. */
+	uint32_t old = mw->rkey, nk = (old & ~0xFFu) | ((old + 1) & 0xFFu);
+	struct ibv_send_wr wr = { .wr_id = bind->wr_id, .opcode = IBV_WR_BIND_MW,
+				  .send_flags = bind->send_flags }, *bad;
 	int ret;
 
-	if (mw->type != IBV_MW_TYPE_1 || mw->context != qp->context || mw->pd != qp->pd)
+	if (mw->type != IBV_MW_TYPE_1 || mw->context != qp->context)
 		return EINVAL;
-	ret = uroce_mw_bind_check((struct uroce_mw *)mw, &bind->bind_info);
+	ret = uroce_mw_bind_check((struct uroce_mw *)mw, qp->pd, &bind->bind_info);
 	if (ret)
 		return -ret;
-	/* IBA 10.6.7.1: a type 1 bind is a send-queue operation with a new R_Key (the low
-	 * 8 bits advance, as ibv_inc_rkey does); the requester executes it in order and the
-	 * window takes the new key then.  mw->rkey is the new key on return (ibv_bind_mw(3)). */
-	{
-		uint32_t old = mw->rkey, nk = (old & ~0xFFu) | ((old + 1) & 0xFFu);
-		struct ibv_send_wr wr = { .wr_id = bind->wr_id, .opcode = IBV_WR_BIND_MW,
-					  .send_flags = bind->send_flags }, *bad;
-
-		wr.bind_mw.mw = mw;
-		wr.bind_mw.rkey = nk;
-		wr.bind_mw.bind_info = bind->bind_info;
-		ret = uroce_key_rekey(old, nk);
-		if (ret)
-			return -ret;
-		mw->rkey = nk;
-		ret = uroce_qp_post_send(uroce_qp_from_ib(qp), &wr, &bad);
-		if (ret && uroce_key_rekey(nk, old) == 0)
-			mw->rkey = old;   /* not posted (a full send queue): the window keeps its key */
-		return -ret;
-	}
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = nk;
+	wr.bind_mw.bind_info = bind->bind_info;
+	ret = uroce_qp_post_send(uroce_qp_from_ib(qp), &wr, &bad);
+	if (ret)
+		return -ret;   /* not posted (a full send queue): the window keeps its key */
+	mw->rkey = nk;
+	return 0;
 }
 
 static int op_compat_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)

@@ -140,6 +140,18 @@ int uroce_key_rekey(uint32_t key, uint32_t new_key)
 	return ret;
 }
 
+static atomic_uint mem_epoch;
+
+uint32_t uroce_mem_epoch(void)
+{
+	return atomic_load_explicit(&mem_epoch, memory_order_acquire);
+}
+
+static void mem_changed(void)
+{
+	atomic_fetch_add_explicit(&mem_epoch, 1, memory_order_release);
+}
+
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind)
 {
 	uint32_t i = key >> 8;
@@ -226,6 +238,13 @@ int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, 
 	return 0;
 }
 
+/* ibv_rereg_mr, as the kernel's rereg path does it (ib_uverbs_rereg_mr): every input is
+ * checked before anything changes, so a failed call leaves the MR as it was; then the PD,
+ * the access rights and the translation change in place.  The keys stay (as rxe and
+ * mlx5's in-place rereg keep them): a peer that was handed the R_Key goes on using it
+ * and is checked against the new PD, rights and range from its next packet on
+ * (uroce_mem_epoch: a WRITE under way is checked again too).  The caller (ibv_rereg_mr)
+ * reads lkey/rkey back from the struct ibv_mr. */
 int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *addr, size_t length,
 		   unsigned access)
 {
@@ -233,6 +252,8 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 
 	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags)
 		return -EINVAL;
+	/* A region with windows bound to it stays as it is (IBA 10.6.7.2.6, which rxe cites
+	 * when it refuses to deregister one): first unbind or invalidate them. */
 	if (atomic_load(&mr->num_mw))
 		return -EBUSY;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
@@ -249,28 +270,20 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 		if (!pd || pd->pd.context != mr->mr.context)
 			return -EINVAL;
 	}
-	/* Every change gets a new key, so requests carrying the old one fail. */
-	{
-		uint32_t key;
-
-		ret = uroce_key_alloc(UROCE_KEY_MR, mr, &key);
-		if (ret)
-			return ret;
-		uroce_key_free(mr->mr.lkey);
-		mr->mr.lkey = mr->mr.rkey = key;
-	}
-	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
-		mr->access = (unsigned)acc;
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		mr->mr.addr = addr;
-		mr->mr.length = length;
-		mr->iova = (uintptr_t)addr;
-	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
 		atomic_fetch_add(&pd->usecnt, 1);
 		mr->mr.pd = &pd->pd;
 	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = (unsigned)acc;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		/* libibverbs passes the new address as the new iova (ibv_cmd_rereg_mr's hca_va). */
+		mr->mr.addr = addr;
+		mr->mr.length = length;
+		mr->iova = (uintptr_t)addr;
+	}
+	mem_changed();
 	return 0;
 }
 
@@ -279,6 +292,7 @@ int uroce_mr_dereg(struct uroce_mr *mr)
 	if (atomic_load(&mr->num_mw))
 		return -EBUSY;
 	uroce_key_free(mr->mr.lkey);
+	mem_changed();
 	atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
 	free(mr);
 	return 0;
@@ -299,11 +313,12 @@ int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw *
 	mw = calloc(1, sizeof(*mw));
 	if (!mw)
 		return -ENOMEM;
-	ret = uroce_key_alloc(UROCE_KEY_MW, mw, &mw->mw.rkey);
+	ret = uroce_key_alloc(UROCE_KEY_MW, mw, &mw->key);
 	if (ret) {
 		free(mw);
 		return ret;
 	}
+	mw->mw.rkey = mw->key;
 	mw->mw.context = pd->pd.context;
 	mw->mw.pd = &pd->pd;
 	mw->mw.type = type;
@@ -312,41 +327,125 @@ int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw *
 	return 0;
 }
 
-int uroce_mw_dealloc(struct uroce_mw *mw)
+void uroce_mw_unbind(struct uroce_mw *mw)
 {
 	if (mw->bound_mr)
 		atomic_fetch_sub(&mw->bound_mr->num_mw, 1);
-	uroce_key_free(mw->mw.rkey);
+	mw->bound_mr = NULL;
+	mw->addr = mw->length = 0;
+	mw->access = 0;
+	mw->qpn = 0;
+	mem_changed();
+}
+
+int uroce_mw_dealloc(struct uroce_mw *mw)
+{
+	uroce_mw_unbind(mw);
+	uroce_key_free(mw->key);
 	atomic_fetch_sub(&uroce_pd_from_ib(mw->mw.pd)->usecnt, 1);
 	free(mw);
 	return 0;
 }
 
-int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_mw_bind_info *info)
+/* The rules of a bind, in the order they are checked (IBA 10.6.7.1 type 1, 10.6.7.2 type 2;
+ * the compliance numbers are those rxe's rxe_mw.c cites):
+ *
+ *   rule                                                        errno
+ *   access bits outside UROCE_MW_ACCESS_KNOWN                   EINVAL
+ *   the window's PD is not the QP's (both types: a type 1
+ *     window is bound through a QP of its PD; type 2 C10-72)    EINVAL
+ *   type 1, ZERO_BASED (o10-36.2.2: type 1 windows are VA based) EINVAL
+ *   type 2, no MR or zero length (o10-37.2.40: a type 2 window
+ *     is unbound by invalidation, not by a bind)                EINVAL
+ *   type 1, zero length: an unbind; nothing more is checked     -
+ *   type 1, no MR but a length                                  EINVAL
+ *   MR of another context                                       EINVAL
+ *   MR of another PD than the window (IBA 10.6.7: a window is
+ *     bound to a region of its own PD; mlx5 answers EPERM)      EPERM
+ *   MR registered ZERO_BASED (rxe and mlx5 refuse it)           EINVAL
+ *   MR without MW_BIND (C10-73)                                 EINVAL
+ *   REMOTE_WRITE or REMOTE_ATOMIC on an MR without
+ *     LOCAL_WRITE (C10-74)                                      EINVAL
+ *   [addr, addr + length) not inside the MR's iova range, or
+ *     wrapping (C10-75; zero based too: the window still
+ *     starts at addr inside the MR)                             EINVAL
+ *
+ * The window's rights are its remote ones: LOCAL_WRITE and MW_BIND are accepted and
+ * ignored.  What depends on the window's state (a bound type 2 window) is checked when the
+ * bind executes (uroce_mw_bind_exec). */
+int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_pd *qp_pd,
+			const struct ibv_mw_bind_info *info)
 {
 	const struct uroce_mr *mr;
+	unsigned acc = info->mw_access_flags;
 	uint64_t start, end;
 
-	if (!info->mr)           /* unbind (length 0) is allowed without an MR */
-		return info->length ? -EINVAL : 0;
-	mr = (const struct uroce_mr *)info->mr;
-	if (mr->mr.pd != mw->mw.pd && mw->mw.type == IBV_MW_TYPE_1)
+	if (!mw || (acc & ~(unsigned)UROCE_MW_ACCESS_KNOWN))
 		return -EINVAL;
+	if (mw->mw.pd != qp_pd)
+		return -EINVAL;
+	if (mw->mw.type == IBV_MW_TYPE_1) {
+		if (acc & IBV_ACCESS_ZERO_BASED)
+			return -EINVAL;
+		if (!info->length)
+			return 0;
+		if (!info->mr)
+			return -EINVAL;
+	} else if (!info->mr || !info->length) {
+		return -EINVAL;
+	}
+	mr = (const struct uroce_mr *)info->mr;
 	if (mr->mr.context != mw->mw.context)
 		return -EINVAL;
-	/* IBA 10.6.7.2.1: the MR must allow binding, and a window granting remote
-	 * write or atomic needs an MR with local write. */
+	if (mr->mr.pd != mw->mw.pd)
+		return -EPERM;
+	if (mr->access & IBV_ACCESS_ZERO_BASED)
+		return -EINVAL;
 	if (!(mr->access & IBV_ACCESS_MW_BIND))
-		return -EACCES;
-	if ((info->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+		return -EINVAL;
+	if ((acc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
-	if (info->mw_access_flags & ~(unsigned)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
-		return -EINVAL;
-	start = (uintptr_t)mr->mr.addr;
+	start = mr->iova;
 	end = start + mr->mr.length;
 	if (info->addr < start || info->addr + info->length < info->addr || info->addr + info->length > end)
 		return -EINVAL;
+	return 0;
+}
+
+int uroce_mw_bind_exec(struct uroce_mw *mw, const struct ibv_pd *qp_pd, uint32_t qpn,
+		       const struct ibv_mw_bind_info *info, uint32_t new_key)
+{
+	uint32_t nk;
+	int ret = uroce_mw_bind_check(mw, qp_pd, info);
+
+	if (ret)
+		return ret;
+	/* o10-37.2.30: a type 2 window is bound only from the Free state; it is freed by
+	 * LOCAL_INV or Send with Invalidate, never by binding it again. */
+	if (mw->mw.type == IBV_MW_TYPE_2 && mw->bound_mr)
+		return -EINVAL;
+	/* The consumer owns the low 8 bits of the new R_Key (IBA 10.6.7.1, 10.6.7.2.1: the
+	 * key tag); the key table follows, so the old key no longer resolves. */
+	nk = (mw->key & ~0xFFu) | (new_key & 0xFFu);
+	if (nk != mw->key) {
+		ret = uroce_key_rekey(mw->key, nk);
+		if (ret)
+			return ret;
+		mw->key = nk;
+	}
+	if (mw->mw.type == IBV_MW_TYPE_2)
+		mw->mw.rkey = nk;
+	uroce_mw_unbind(mw);
+	if (info->length) {
+		mw->bound_mr = uroce_mr_from_ib(info->mr);
+		atomic_fetch_add(&mw->bound_mr->num_mw, 1);
+		mw->addr = info->addr;
+		mw->length = info->length;
+		mw->access = info->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED);
+		if (mw->mw.type == IBV_MW_TYPE_2)
+			mw->qpn = qpn;
+	}
 	return 0;
 }

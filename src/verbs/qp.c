@@ -448,6 +448,12 @@ int uroce_qp_modify(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 			qp->rq.head = qp->rq.tail;
 			pthread_mutex_unlock(&qp->rq.lock);
 		}
+		/* ... and the completions it left on its CQs (the flushes of an Error before):
+		 * a QP in Reset has none (IBA 10.3.1), as mlx5 cleans them; polled later they
+		 * would pass for completions of the QP's next connection. */
+		uroce_cq_clean(send_cq(qp), ib->qp_num);
+		if (recv_cq(qp) != send_cq(qp))
+			uroce_cq_clean(recv_cq(qp), ib->qp_num);
 		memset(&qp->attr, 0, sizeof(qp->attr));
 		qp->attr.port_num = 1;
 		qp->attr.path_mtu = IBV_MTU_1024;
@@ -595,9 +601,12 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		w->u.atomic.swap = wr->wr.atomic.swap;
 		w->u.atomic.rkey = wr->wr.atomic.rkey;
 		break;
-	case IBV_WR_BIND_MW:
-		if (uroce_mw_bind_check((struct uroce_mw *)wr->bind_mw.mw, &wr->bind_mw.bind_info))
-			return -EINVAL;
+	case IBV_WR_BIND_MW: {
+		int ret = uroce_mw_bind_check((struct uroce_mw *)wr->bind_mw.mw, qp->qpx.qp_base.pd,
+					      &wr->bind_mw.bind_info);
+
+		if (ret)
+			return ret;
 		w->u.bind.mw = wr->bind_mw.mw;
 		w->u.bind.mr = wr->bind_mw.bind_info.mr;
 		w->u.bind.addr = wr->bind_mw.bind_info.addr;
@@ -605,6 +614,7 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		w->u.bind.access = wr->bind_mw.bind_info.mw_access_flags;
 		w->imm_data = wr->bind_mw.rkey;
 		break;
+	}
 	case IBV_WR_LOCAL_INV:
 		w->imm_data = wr->invalidate_rkey;
 		break;
@@ -848,7 +858,7 @@ static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 
 	if (!w)
 		return;
-	ret = uroce_mw_bind_check((struct uroce_mw *)mw, info);
+	ret = uroce_mw_bind_check((struct uroce_mw *)mw, x->qp_base.pd, info);
 	if (ret)
 		qpx_priv(x)->wr_err = -ret;
 	w->imm_data = rkey;

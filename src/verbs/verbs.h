@@ -205,6 +205,10 @@ void uroce_key_free(uint32_t key);
 int uroce_key_rekey(uint32_t key, uint32_t new_key);
 /* Look an object up by key; NULL when the key is unknown or of another kind. */
 void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind);
+/* Moves on whenever what a key grants may have changed (an MR reregistered or
+ * deregistered; a window bound, unbound or freed): the responder re-checks the R_Key of a
+ * WRITE it is in the middle of when it has moved since the WRITE's first packet. */
+uint32_t uroce_mem_epoch(void);
 
 /* ---- memory region ---- */
 struct uroce_mr {
@@ -226,14 +230,35 @@ int uroce_mr_dereg(struct uroce_mr *mr);
 /* ---- memory window ---- */
 struct uroce_mw {
 	struct ibv_mw mw;
-	struct uroce_mr *bound_mr;            /* NULL when unbound */
-	uint64_t addr, length;
-	unsigned access;
+	/* The R_Key the key table and the responder honour.  mw.rkey is the consumer's view:
+	 * ibv_bind_mw(3) writes a type 1 window's next key there when the bind is posted, the
+	 * window takes it when the bind executes in send-queue order (IBA 10.6.7.1). */
+	uint32_t key;
+	struct uroce_mr *bound_mr;            /* NULL when unbound (type 2: Free state) */
+	uint64_t addr, length;                /* in the MR's iova space */
+	unsigned access;                      /* REMOTE_READ/WRITE/ATOMIC, ZERO_BASED */
+	uint32_t qpn;                         /* type 2: the QP it is bound to (IBA 10.6.7.2.2) */
 };
 int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw **out);
 int uroce_mw_dealloc(struct uroce_mw *mw);
-/* Check a bind request against the MR's rights (IBA 10.6.7.2); 0 or -errno. */
-int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_mw_bind_info *info);
+/* Access flags a bind may carry: the window's remote rights, ZERO_BASED, and the MR's
+ * local rights, which mean nothing for a window and are ignored (rdma-core's tests pass
+ * LOCAL_WRITE; rxe and mlx5 accept it). */
+#define UROCE_MW_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+			       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
+			       IBV_ACCESS_OPTIONAL_RANGE)
+/* The rules of a bind that do not depend on what the send queue executes before it
+ * (IBA 10.6.7.1, 10.6.7.2; the table in pd_mr.c): checked when the bind is posted and
+ * again when it executes.  @qp_pd: the PD of the QP it is posted to.  0 or -errno. */
+int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_pd *qp_pd,
+			const struct ibv_mw_bind_info *info);
+/* Execute a bind in send-queue order for QP @qpn of @qp_pd: the static rules again, then
+ * the window's state (a bound type 2 window is not bound again, IBA 10.6.7.2.2); on success
+ * the window is (un)bound and takes @new_key's low 8 bits.  0 or -errno. */
+int uroce_mw_bind_exec(struct uroce_mw *mw, const struct ibv_pd *qp_pd, uint32_t qpn,
+		       const struct ibv_mw_bind_info *info, uint32_t new_key);
+/* Unbind (LOCAL_INV, Send with Invalidate, a zero-length type 1 bind, dealloc). */
+void uroce_mw_unbind(struct uroce_mw *mw);
 
 /* ---- completion channel ---- */
 struct uroce_comp_channel {
@@ -275,6 +300,8 @@ int uroce_cq_destroy(struct uroce_cq *cq);
 int uroce_cq_resize(struct uroce_cq *cq, int cqe);
 int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc);
 int uroce_cq_arm(struct uroce_cq *cq, int solicited_only);
+/* Take QP @qpn's completions off @cq, keeping the others in order (a QP entering Reset). */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 /* Add a completion.  `solicited` is the solicited-event bit of the message
  * (IBA 11.4.2.2: an ARM_SOLICITED CQ fires only for those and for errors).
  * -ENOSPC when the ring is full: the CQ is then in error (IBV_EVENT_CQ_ERR). */

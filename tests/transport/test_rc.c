@@ -762,6 +762,581 @@ out:
 	world_fini(&w);
 }
 
+/* ---- memory window binds, one case per rule (IBA 10.6.7; the rule table in pd_mr.c): each
+ * case binds a window of qp[1]'s memory through the verb the case names, checks what the
+ * post returns and the bind's completion, then lets qp[0] use the key it got ---- */
+enum bind_via { VIA_POST, VIA_VERB, VIA_WR };
+enum bind_mr { MR_OK, MR_NOBIND, MR_NOLW, MR_OTHER_PD, MR_ZB, MR_IOVA, MR_NONE };
+enum bind_pre { PRE_NONE, PRE_BOUND, PRE_INVALIDATED };
+#define NO_PROBE ((enum ibv_wr_opcode)0xFF)
+#define BIND_REGION 65536u           /* the MRs of the cases: m.b + 64 KiB, 64 KiB long */
+#define BIND_IOVA (1ull << 40)       /* MR_IOVA's iova */
+
+struct bind_case {
+	const char *name;
+	enum ibv_mw_type type;
+	enum bind_via via;
+	int qp;                      /* whose send queue takes the bind */
+	bool mw_other_pd;            /* the window (and MR_OTHER_PD's MR) in a second PD */
+	enum bind_mr mr;
+	int64_t off;                 /* window start - MR start */
+	uint64_t len;
+	unsigned acc;
+	enum bind_pre pre;
+	int post_err;                /* what the post returns */
+	enum ibv_wc_status wc;       /* the bind's completion, if posted */
+	enum ibv_wr_opcode probe;    /* qp[0]'s request through the window, or NO_PROBE */
+	uint64_t probe_off;          /* from the window's start */
+	bool probe_va;               /* address a zero-based window by its VA anyway */
+	bool probe_old;              /* use the key the window had before this bind */
+	enum ibv_wc_status probe_wc;
+};
+
+#define LW IBV_ACCESS_LOCAL_WRITE
+#define RW IBV_ACCESS_REMOTE_WRITE
+#define RR IBV_ACCESS_REMOTE_READ
+#define RA IBV_ACCESS_REMOTE_ATOMIC
+#define T1 IBV_MW_TYPE_1
+#define T2 IBV_MW_TYPE_2
+#define OK IBV_WC_SUCCESS
+#define RAE IBV_WC_REM_ACCESS_ERR
+
+static const struct bind_case bind_cases[] = {
+	/* rdma-core's tests bind with LOCAL_WRITE | REMOTE_WRITE; a window's rights are its
+	 * remote ones, LOCAL_WRITE is ignored */
+	{ "type 1, ibv_bind_mw, LOCAL_WRITE|REMOTE_WRITE", T1, VIA_VERB, 1, false, MR_OK, 0, 4096, LW | RW,
+	  PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 2, post_send, LOCAL_WRITE|REMOTE_WRITE", T2, VIA_POST, 1, false, MR_OK, 0, 4096, LW | RW,
+	  PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 2, ibv_wr_bind_mw, LOCAL_WRITE|REMOTE_WRITE", T2, VIA_WR, 1, false, MR_OK, 0, 4096, LW | RW,
+	  PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 1, LOCAL_WRITE|MW_BIND|REMOTE_READ: READ admitted", T1, VIA_VERB, 1, false, MR_OK, 256, 1024,
+	  LW | IBV_ACCESS_MW_BIND | RR, PRE_NONE, 0, OK, IBV_WR_RDMA_READ, 64, false, false, OK },
+	{ "type 1, REMOTE_READ only: WRITE refused", T1, VIA_VERB, 1, false, MR_OK, 0, 4096, RR, PRE_NONE, 0, OK,
+	  IBV_WR_RDMA_WRITE, 8, false, false, RAE },
+	{ "type 2, LOCAL_WRITE alone: no remote write", T2, VIA_POST, 1, false, MR_OK, 0, 4096, LW, PRE_NONE, 0,
+	  OK, IBV_WR_RDMA_WRITE, 8, false, false, RAE },
+	{ "type 2, REMOTE_ATOMIC: fetch-and-add admitted", T2, VIA_POST, 1, false, MR_OK, 0, 4096, LW | RA,
+	  PRE_NONE, 0, OK, IBV_WR_ATOMIC_FETCH_AND_ADD, 16, false, false, OK },
+	/* the MR's rights (C10-73, C10-74) */
+	{ "type 1, MR without MW_BIND", T1, VIA_VERB, 1, false, MR_NOBIND, 0, 4096, RW, PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "type 2, MR without MW_BIND", T2, VIA_POST, 1, false, MR_NOBIND, 0, 4096, RW, PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "type 2, REMOTE_WRITE on an MR without LOCAL_WRITE", T2, VIA_POST, 1, false, MR_NOLW, 0, 4096, RW,
+	  PRE_NONE, EINVAL, OK, NO_PROBE, 0, false, false, OK },
+	{ "type 1, REMOTE_ATOMIC on an MR without LOCAL_WRITE", T1, VIA_VERB, 1, false, MR_NOLW, 0, 4096, RA,
+	  PRE_NONE, EINVAL, OK, NO_PROBE, 0, false, false, OK },
+	{ "type 2, REMOTE_READ on an MR without LOCAL_WRITE", T2, VIA_POST, 1, false, MR_NOLW, 0, 4096, RR,
+	  PRE_NONE, 0, OK, IBV_WR_RDMA_READ, 0, false, false, OK },
+	{ "unknown access bit", T2, VIA_POST, 1, false, MR_OK, 0, 4096, RW | (1u << 14), PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	/* protection domains (IBA 10.6.7, C10-72) */
+	{ "type 1, MR of another PD", T1, VIA_VERB, 1, false, MR_OTHER_PD, 0, 4096, RW, PRE_NONE, EPERM, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "type 2, MR of another PD", T2, VIA_POST, 1, false, MR_OTHER_PD, 0, 4096, RW, PRE_NONE, EPERM, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "type 1, window of another PD than the QP", T1, VIA_VERB, 1, true, MR_OTHER_PD, 0, 4096, RW, PRE_NONE,
+	  EINVAL, OK, NO_PROBE, 0, false, false, OK },
+	{ "type 2, window of another PD than the QP (C10-72)", T2, VIA_POST, 1, true, MR_OTHER_PD, 0, 4096, RW,
+	  PRE_NONE, EINVAL, OK, NO_PROBE, 0, false, false, OK },
+	/* length: a type 2 window is never unbound by a bind (o10-37.2.40), a type 1 is */
+	{ "type 2, zero length", T2, VIA_POST, 1, false, MR_OK, 0, 0, RW, PRE_NONE, EINVAL, OK, NO_PROBE, 0,
+	  false, false, OK },
+	{ "type 2, no MR", T2, VIA_POST, 1, false, MR_NONE, 0, 0, RW, PRE_NONE, EINVAL, OK, NO_PROBE, 0, false,
+	  false, OK },
+	{ "type 1, zero length unbinds: the old key is refused", T1, VIA_VERB, 1, false, MR_OK, 0, 0, 0,
+	  PRE_BOUND, 0, OK, IBV_WR_RDMA_WRITE, 8, false, true, RAE },
+	{ "type 1, zero length unbinds: the new key admits nothing", T1, VIA_VERB, 1, false, MR_OK, 0, 0, 0,
+	  PRE_BOUND, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, RAE },
+	/* the range (C10-75), in the MR's iova space */
+	{ "the whole MR", T2, VIA_POST, 1, false, MR_OK, 0, BIND_REGION, RW, PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE,
+	  BIND_REGION - 64, false, false, OK },
+	{ "one byte past the MR", T2, VIA_POST, 1, false, MR_OK, 1, BIND_REGION, RW, PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "starting before the MR", T1, VIA_VERB, 1, false, MR_OK, -1, 2, RW, PRE_NONE, EINVAL, OK, NO_PROBE, 0,
+	  false, false, OK },
+	{ "a length that wraps", T2, VIA_POST, 1, false, MR_OK, 8, UINT64_MAX - 4, RW, PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	{ "MR registered at another iova: the window is in iova space", T2, VIA_POST, 1, false, MR_IOVA, 4096,
+	  4096, RW, PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 1 on an MR at another iova", T1, VIA_VERB, 1, false, MR_IOVA, 8192, 4096, RW | RR, PRE_NONE, 0,
+	  OK, IBV_WR_RDMA_READ, 64, false, false, OK },
+	/* zero based: type 2 only (o10-36.2.2) */
+	{ "type 1, ZERO_BASED", T1, VIA_VERB, 1, false, MR_OK, 0, 4096, RW | IBV_ACCESS_ZERO_BASED, PRE_NONE,
+	  EINVAL, OK, NO_PROBE, 0, false, false, OK },
+	{ "type 2, ZERO_BASED: addressed from 0", T2, VIA_POST, 1, false, MR_OK, 4096, 4096,
+	  RW | IBV_ACCESS_ZERO_BASED, PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 2, ZERO_BASED: its VA is out of range", T2, VIA_POST, 1, false, MR_OK, 4096, 4096,
+	  RW | IBV_ACCESS_ZERO_BASED, PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, true, false, RAE },
+	{ "MR registered ZERO_BASED", T2, VIA_POST, 1, false, MR_ZB, 0, 4096, RW, PRE_NONE, EINVAL, OK,
+	  NO_PROBE, 0, false, false, OK },
+	/* the window's state (o10-37.2.30) and the QP a type 2 window belongs to */
+	{ "type 2 bound again", T2, VIA_POST, 1, false, MR_OK, 0, 4096, RW, PRE_BOUND, 0, IBV_WC_MW_BIND_ERR,
+	  NO_PROBE, 0, false, false, OK },
+	{ "type 2 bound again, ibv_wr_bind_mw", T2, VIA_WR, 1, false, MR_OK, 0, 4096, RW, PRE_BOUND, 0,
+	  IBV_WC_MW_BIND_ERR, NO_PROBE, 0, false, false, OK },
+	{ "type 2 invalidated, then bound again", T2, VIA_POST, 1, false, MR_OK, 512, 4096, RW, PRE_INVALIDATED,
+	  0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 1 bound again: the binding is replaced", T1, VIA_VERB, 1, false, MR_OK, 1024, 4096, RW, PRE_BOUND,
+	  0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+	{ "type 2 bound through qp[0]: refused on qp[1] (IBA 10.6.7.2.2)", T2, VIA_POST, 0, false, MR_OK, 0, 4096,
+	  RW, PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, RAE },
+	{ "type 1 bound through qp[0]: admitted on any QP of its PD", T1, VIA_VERB, 0, false, MR_OK, 0, 4096, RW,
+	  PRE_NONE, 0, OK, IBV_WR_RDMA_WRITE, 8, false, false, OK },
+};
+
+/* Bind @mw through qp[@qpi] the way @via says; the new key in *key.  The post's errno. */
+static int bind_via(struct world *w, int qpi, enum bind_via via, struct uroce_mw *mw,
+		    const struct ibv_mw_bind_info *bi, uint64_t wr_id, uint32_t *key)
+{
+	struct uroce_qp *qp = w->qp[qpi];
+	uint32_t nk = (mw->mw.rkey & ~0xFFu) | ((mw->mw.rkey + 0x42) & 0xFFu);
+
+	if (via == VIA_VERB) {
+		struct ibv_mw_bind b = { .wr_id = wr_id, .send_flags = IBV_SEND_SIGNALED, .bind_info = *bi };
+		int r = ibv_bind_mw(&qp->qpx.qp_base, &mw->mw, &b);
+
+		*key = mw->mw.rkey;
+		return r;
+	}
+	*key = nk;
+	if (via == VIA_WR) {
+		struct ibv_qp_ex *x = &qp->qpx;
+
+		qp->is_qp_ex = true;
+		qp->send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND;
+		uroce_qp_ex_init_ops(qp);
+		x->wr_start(x);
+		x->wr_id = wr_id;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_bind_mw(x, &mw->mw, nk, bi);
+		return x->wr_complete(x);
+	} else {
+		struct ibv_send_wr wr = { .wr_id = wr_id, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = &mw->mw;
+		wr.bind_mw.rkey = nk;
+		wr.bind_mw.bind_info = *bi;
+		return -uroce_qp_post_send(qp, &wr, &bad);
+	}
+}
+
+/* qp[0]'s request @op of 64 bytes (8 for an atomic) at @va with @key; its status.  @host is
+ * where it lands in qp[1]'s memory, checked on success. */
+static enum ibv_wc_status probe_window(struct world *w, struct mem *m, enum ibv_wr_opcode op, uint64_t va,
+				       uint32_t key, uint8_t *host)
+{
+	uint32_t n = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? 8 : 64;
+	struct ibv_sge s = { (uintptr_t)m->a, n, m->ma->mr.lkey };
+	struct ibv_wc wc;
+	uint64_t v = 5;
+
+	fill(m->a, 64, 21);
+	if (op == IBV_WR_RDMA_READ) {
+		fill(host, 64, 22);
+	} else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		memcpy(host, &v, 8);
+		memset(m->a, 0, 8);
+	}
+	CHECK(post(w, 0, op, 300, &s, 1, IBV_SEND_SIGNALED, va, key, 3, 0) == 0, "probe post");
+	if (!wait_wc(w, 0, &wc))
+		return IBV_WC_GENERAL_ERR;
+	if (wc.status == IBV_WC_SUCCESS) {
+		if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			memcpy(&v, host, 8);
+			CHECK(v == 8 && !memcmp(m->a, &(uint64_t){ 5 }, 8), "the fetch-and-add's result");
+		} else {
+			CHECK(!memcmp(m->a, host, n), "the data went through the window");
+		}
+	}
+	return wc.status;
+}
+
+static void test_mw_bind_rules(void)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	const unsigned full = LW | RW | RR | RA | IBV_ACCESS_MW_BIND;
+
+	for (size_t k = 0; k < sizeof(bind_cases) / sizeof(bind_cases[0]); k++) {
+		const struct bind_case *c = &bind_cases[k];
+		struct world w;
+		struct mem m;
+		struct uroce_pd *pd2;
+		struct uroce_mr *mr = NULL, *pm = NULL;
+		struct uroce_mw *mw;
+		struct ibv_mw_bind_info bi;
+		struct ibv_wc wc;
+		uint64_t base;
+		uint8_t *region;
+		uint32_t old, key = 0;
+		int r;
+
+		world_init(&w, &o, NULL);
+		uroce_context_set_ops(w.ctx);
+		mem_init(&w, &m);
+		region = m.b + BIND_REGION;
+		CHECK(uroce_pd_alloc(w.ctx, &pd2) == 0, "pd2");
+		base = c->mr == MR_IOVA ? BIND_IOVA : (uintptr_t)region;
+		if (c->mr != MR_NONE) {
+			static const unsigned acc[] = {
+				[MR_OK] = LW | RW | RR | RA | IBV_ACCESS_MW_BIND, [MR_NOBIND] = LW | RW | RR | RA,
+				[MR_NOLW] = RR | IBV_ACCESS_MW_BIND, [MR_OTHER_PD] = LW | RW | RR | RA | IBV_ACCESS_MW_BIND,
+				[MR_ZB] = LW | RW | RR | RA | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED,
+				[MR_IOVA] = LW | RW | RR | RA | IBV_ACCESS_MW_BIND,
+			};
+
+			CHECK(uroce_mr_reg(c->mr == MR_OTHER_PD ? pd2 : w.pd, region, BIND_REGION, base, acc[c->mr],
+					   &mr) == 0, "%s: reg", c->name);
+		}
+		CHECK(uroce_mw_alloc(c->mw_other_pd ? pd2 : w.pd, c->type, &mw) == 0, "%s: mw", c->name);
+		/* The state before: bound through qp[1] (a valid bind of the first 4 KiB), or
+		 * bound and invalidated. */
+		if (c->pre != PRE_NONE) {
+			struct ibv_mw_bind_info pb;
+
+			CHECK(uroce_mr_reg(w.pd, region, BIND_REGION, (uintptr_t)region, full, &pm) == 0, "pre reg");
+			pb = (struct ibv_mw_bind_info){ &pm->mr, (uintptr_t)region, 4096, RW };
+			CHECK(bind_via(&w, 1, c->type == T1 ? VIA_VERB : VIA_POST, mw, &pb, 1, &key) == 0 &&
+			      wait_wc(&w, 1, &wc) && wc.status == OK, "%s: the first bind", c->name);
+			if (c->type == T2)
+				mw->mw.rkey = key;   /* the consumer's record of the key (rdma-core does not) */
+			if (c->pre == PRE_INVALIDATED) {
+				struct ibv_send_wr wr = { .wr_id = 2, .opcode = IBV_WR_LOCAL_INV,
+							  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+				wr.invalidate_rkey = key;
+				CHECK(uroce_qp_post_send(w.qp[1], &wr, &bad) == 0 && wait_wc(&w, 1, &wc) &&
+				      wc.status == OK, "%s: LOCAL_INV", c->name);
+			}
+		}
+		old = mw->mw.rkey;
+		bi = (struct ibv_mw_bind_info){ c->mr == MR_NONE ? NULL : &mr->mr, base + (uint64_t)c->off, c->len,
+						c->acc };
+		r = bind_via(&w, c->qp, c->via, mw, &bi, 10, &key);
+		CHECK(r == c->post_err, "%s: the post returned %d, want %d", c->name, r, c->post_err);
+		if (r == 0 && c->post_err == 0) {
+			CHECK(wait_wc(&w, c->qp, &wc) && wc.wr_id == 10 && wc.opcode == IBV_WC_BIND_MW &&
+			      wc.status == c->wc, "%s: the bind completed %d, want %d", c->name, wc.status, c->wc);
+			if (c->via == VIA_VERB)
+				CHECK(key != old && (key >> 8) == (old >> 8), "%s: ibv_bind_mw's new key %#x (was %#x)",
+				      c->name, key, old);
+			if (wc.status == OK && c->probe != NO_PROBE) {
+				bool zb = c->acc & IBV_ACCESS_ZERO_BASED;
+				uint64_t wstart = base + (uint64_t)c->off;
+				uint64_t va = (zb && !c->probe_va ? 0 : wstart) + c->probe_off;
+				enum ibv_wc_status st = probe_window(&w, &m, c->probe, va, c->probe_old ? old : key,
+								     region + c->off + c->probe_off);
+
+				CHECK(st == c->probe_wc, "%s: %s through the window: %d, want %d", c->name,
+				      c->probe == IBV_WR_RDMA_WRITE ? "WRITE" : c->probe == IBV_WR_RDMA_READ ? "READ" :
+				      "atomic", st, c->probe_wc);
+				/* IBA 10.6.7: the bind gave the window a new key; the old one is refused. */
+				if (st == OK && old != key)
+					CHECK(probe_window(&w, &m, IBV_WR_RDMA_WRITE, va, old, region) == RAE,
+					      "%s: the key before the bind still admits a WRITE", c->name);
+			}
+		}
+		uroce_mw_dealloc(mw);
+		if (mr)
+			CHECK(uroce_mr_dereg(mr) == 0, "%s: dereg", c->name);
+		if (pm)
+			CHECK(uroce_mr_dereg(pm) == 0, "%s: dereg", c->name);
+		mem_fini(&m);
+		atomic_store(&pd2->usecnt, 0);
+		uroce_pd_dealloc(pd2);
+		world_fini(&w);
+	}
+}
+
+/* ---- ibv_rereg_mr, every combination of CHANGE_TRANSLATION (T), CHANGE_PD (P) and
+ * CHANGE_ACCESS (A), end to end: qp[1]'s MR over 64 KiB (old) is reregistered to another
+ * 64 KiB (new), a second PD and other rights; qp[0] holds the R_Key it was given before.
+ * Each scenario runs on a fresh pair. ---- */
+#define RR_LEN 65536u
+#define RR_T IBV_REREG_MR_CHANGE_TRANSLATION
+#define RR_P IBV_REREG_MR_CHANGE_PD
+#define RR_A IBV_REREG_MR_CHANGE_ACCESS
+
+struct rereg_env {
+	struct world w;
+	struct mem m;
+	struct uroce_pd *pd2;
+	struct uroce_mr *mr;
+	uint8_t *old_buf, *new_buf;
+	uint32_t lkey, rkey;           /* as registered: what qp[0] and the receive WQEs hold */
+};
+
+static void rereg_env_init(struct rereg_env *e, unsigned access)
+{
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+
+	world_init(&e->w, &o, NULL);
+	mem_init(&e->w, &e->m);
+	CHECK(uroce_pd_alloc(e->w.ctx, &e->pd2) == 0, "pd2");
+	e->old_buf = e->m.b + (1u << 20);
+	e->new_buf = e->m.b + (2u << 20);
+	memset(e->old_buf, 0x11, RR_LEN);
+	memset(e->new_buf, 0x22, RR_LEN);
+	CHECK(uroce_mr_reg(e->w.pd, e->old_buf, RR_LEN, (uintptr_t)e->old_buf, access, &e->mr) == 0, "reg");
+	e->lkey = e->mr->mr.lkey;
+	e->rkey = e->mr->mr.rkey;
+}
+
+static void rereg_env_fini(struct rereg_env *e)
+{
+	e->w.qp[1]->qpx.qp_base.pd = &e->w.pd->pd;
+	CHECK(uroce_mr_dereg(e->mr) == 0, "dereg");
+	mem_fini(&e->m);
+	atomic_store(&e->pd2->usecnt, 0);
+	uroce_pd_dealloc(e->pd2);
+	world_fini(&e->w);
+}
+
+/* Reregister with this scenario's new values for the flags in @f; checks what changed. */
+static int rereg_apply(struct rereg_env *e, int f, unsigned new_access)
+{
+	unsigned old_access = e->mr->access;
+	int r = uroce_mr_rereg(e->mr, f, e->pd2, e->new_buf, RR_LEN, new_access);
+
+	if (r)
+		return r;
+	/* The keys stay (as rxe and mlx5's in-place rereg): the peer's copy goes on working. */
+	CHECK(e->mr->mr.lkey == e->lkey && e->mr->mr.rkey == e->rkey, "rereg %#x changed the keys", f);
+	CHECK(e->mr->mr.pd == (f & RR_P ? &e->pd2->pd : &e->w.pd->pd), "rereg %#x: the PD", f);
+	CHECK(e->mr->mr.addr == (f & RR_T ? e->new_buf : e->old_buf) && e->mr->mr.length == RR_LEN &&
+	      e->mr->iova == (uintptr_t)e->mr->mr.addr, "rereg %#x: the translation", f);
+	CHECK(e->mr->access == (f & RR_A ? new_access : old_access), "rereg %#x: the rights", f);
+	return 0;
+}
+
+static enum ibv_wc_status rr_op(struct rereg_env *e, enum ibv_wr_opcode op, uint64_t va, uint32_t len,
+				uint32_t rkey)
+{
+	struct ibv_sge s = { (uintptr_t)e->m.a, len, e->m.ma->mr.lkey };
+	struct ibv_wc wc;
+
+	CHECK(post(&e->w, 0, op, 400, &s, 1, IBV_SEND_SIGNALED, va, rkey, 1, 0) == 0, "post");
+	return wait_wc(&e->w, 0, &wc) ? wc.status : IBV_WC_GENERAL_ERR;
+}
+
+/* Remote READ, WRITE and atomic with the R_Key qp[0] was given, after the rereg.  The MR
+ * starts with LOCAL_WRITE | REMOTE_READ and gains REMOTE_WRITE and REMOTE_ATOMIC with A.
+ * With P, qp[1] stays in the old PD (refused) or, @moved, is a QP of the new one. */
+static void rereg_remote(int f, bool moved)
+{
+	struct rereg_env e;
+	bool pd_ok = !(f & RR_P) || moved, can_write = pd_ok && (f & RR_A);
+	uint8_t *buf;
+	uint64_t va;
+	enum ibv_wc_status st;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC) == 0, "rereg %#x", f);
+	if (moved)
+		e.w.qp[1]->qpx.qp_base.pd = &e.pd2->pd;
+	buf = f & RR_T ? e.new_buf : e.old_buf;
+	va = (uintptr_t)buf + 100;
+
+	fill(buf + 100, 3000, 5);
+	memset(e.m.a, 0, 3000);
+	st = rr_op(&e, IBV_WR_RDMA_READ, va, 3000, e.rkey);
+	CHECK(st == (pd_ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s: READ %d", f,
+	      moved ? " (QP of the new PD)" : "", st);
+	if (st != IBV_WC_SUCCESS)
+		goto out;
+	CHECK(!memcmp(e.m.a, buf + 100, 3000), "rereg %#x: READ from the %s translation", f,
+	      f & RR_T ? "new" : "old");
+
+	fill(e.m.a, 3000, 6);
+	st = rr_op(&e, IBV_WR_RDMA_WRITE, va, 3000, e.rkey);
+	CHECK(st == (can_write ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s: WRITE %d", f,
+	      moved ? " (QP of the new PD)" : "", st);
+	if (st != IBV_WC_SUCCESS)
+		goto out;
+	CHECK(!memcmp(e.m.a, buf + 100, 3000), "rereg %#x: WRITE into the translation", f);
+	if (f & RR_T)
+		CHECK(e.old_buf[100] == 0x11 && e.old_buf[3099] == 0x11, "rereg %#x: the old memory written", f);
+
+	memset(buf + 4096, 0, 8);
+	st = rr_op(&e, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)buf + 4096, 8, e.rkey);
+	CHECK(st == IBV_WC_SUCCESS && buf[4096] == 1, "rereg %#x: atomic %d", f, st);
+	if (f & RR_T) {
+		/* The old translation is gone: its addresses are outside the MR now. */
+		st = rr_op(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.old_buf + 100, 64, e.rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR && e.old_buf[100] == 0x11,
+		      "rereg %#x: WRITE into the old translation %d", f, st);
+	}
+out:
+	rereg_env_fini(&e);
+}
+
+/* A receive WQE posted before the rereg points into the old translation with the lkey it
+ * had: with T (outside the new range) or P (the MR left the QP's PD) the SEND that uses it
+ * is a local protection error at qp[1] and a remote operational error at qp[0] (IBA
+ * 9.7.5.2.x, as mlx5 answers; rdma-core's test_mr_rereg_addr/_pd); with A alone it works.
+ * @after: the receive is posted after the rereg, into the current translation. */
+static void rereg_recv(int f, bool after, bool moved)
+{
+	struct rereg_env e;
+	struct ibv_wc wc;
+	struct ibv_sge s = { 0, 100, 0 };
+	bool fails = after ? (f & RR_P) && !moved : (f & RR_T) || ((f & RR_P) && !moved);
+	uint8_t *buf;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE);
+	if (!after) {
+		struct ibv_sge r = { (uintptr_t)e.old_buf, 4096, e.lkey };
+
+		CHECK(post_recv(&e.w, 1, 60, &r, 1) == 0, "recv");
+	}
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0, "rereg %#x", f);
+	if (moved)
+		e.w.qp[1]->qpx.qp_base.pd = &e.pd2->pd;
+	buf = after && (f & RR_T) ? e.new_buf : e.old_buf;
+	if (after) {
+		struct ibv_sge r = { (uintptr_t)buf, 4096, e.mr->mr.lkey };
+
+		CHECK(post_recv(&e.w, 1, 60, &r, 1) == 0, "recv");
+	}
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 100, e.m.ma->mr.lkey };
+	fill(e.m.a, 100, 9);
+	CHECK(post(&e.w, 0, IBV_WR_SEND, 61, &s, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wait_wc(&e.w, 0, &wc) && wc.wr_id == 61, "send wc");
+	CHECK(wc.status == (fails ? IBV_WC_REM_OP_ERR : IBV_WC_SUCCESS), "rereg %#x, receive posted %s%s: the SEND %d",
+	      f, after ? "after" : "before", moved ? ", QP of the new PD" : "", wc.status);
+	CHECK(wait_wc(&e.w, 1, &wc) && wc.wr_id == 60 &&
+	      wc.status == (fails ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS), "rereg %#x: the receive %d", f, wc.status);
+	if (!fails)
+		CHECK(!memcmp(buf, e.m.a, 100), "rereg %#x: the data received", f);
+	else
+		CHECK(e.old_buf[0] == 0x11 && e.new_buf[0] == 0x22, "rereg %#x: a refused receive wrote", f);
+	rereg_env_fini(&e);
+}
+
+static bool delivered_n(struct world *w, void *arg)
+{
+	return w->delivered >= *(uint64_t *)arg;
+}
+
+/* A WRITE in progress when the MR changes: after its first packet the rereg takes away what
+ * the rest needs (T: the range, P: the PD, A: REMOTE_WRITE), so the rest is refused and
+ * lands nowhere; with @keep (A only, the rights kept) the WRITE completes. */
+static void rereg_mid_write(int f, bool keep)
+{
+	struct rereg_env e;
+	struct ibv_sge s;
+	struct ibv_wc wc;
+	uint64_t n;
+	bool ok = keep;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 3000, e.m.ma->mr.lkey };
+	fill(e.m.a, 3000, 10);
+	n = e.w.delivered + 1;
+	CHECK(post(&e.w, 0, IBV_WR_RDMA_WRITE, 70, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)e.old_buf, e.rkey, 0, 0) == 0,
+	      "write");
+	CHECK(world_run(&e.w, delivered_n, &n, 1000000000ull) == 0, "the first packet");
+	CHECK(!memcmp(e.old_buf, e.m.a, 1024) && e.old_buf[1024] == 0x11, "the first packet placed alone");
+	CHECK(rereg_apply(&e, f, keep ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
+				 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0, "rereg %#x", f);
+	CHECK(wait_wc(&e.w, 0, &wc) && wc.wr_id == 70 &&
+	      wc.status == (ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR), "rereg %#x%s in the middle of a WRITE: %d",
+	      f, keep ? " (rights kept)" : "", wc.status);
+	if (ok) {
+		CHECK(!memcmp(e.old_buf, e.m.a, 3000), "rereg %#x: the WRITE's data", f);
+	} else {
+		bool untouched = true;
+
+		for (uint32_t i = 1024; i < 3000; i++)
+			untouched &= e.old_buf[i] == 0x11 && e.new_buf[i] == 0x22;
+		CHECK(untouched, "rereg %#x: the rest of the WRITE landed after the key lost its rights", f);
+	}
+	rereg_env_fini(&e);
+}
+
+/* An MR with a bound window is not reregistered (IBA 10.6.7): EBUSY, nothing changes and
+ * the window keeps working; once the window is invalidated the rereg goes through. */
+static void rereg_busy(int f)
+{
+	struct rereg_env e;
+	struct uroce_mw *mw;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	uint32_t key;
+
+	rereg_env_init(&e, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	CHECK(uroce_mw_alloc(e.w.pd, IBV_MW_TYPE_2, &mw) == 0, "mw");
+	key = (mw->mw.rkey & ~0xFFu) | ((mw->mw.rkey + 1) & 0xFFu);
+	{
+		struct ibv_send_wr wr = { .wr_id = 80, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = &mw->mw;
+		wr.bind_mw.rkey = key;
+		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){ &e.mr->mr, (uintptr_t)e.old_buf, 4096,
+								  IBV_ACCESS_REMOTE_WRITE };
+		CHECK(uroce_qp_post_send(e.w.qp[1], &wr, &bad) == 0 && wait_wc(&e.w, 1, &wc) &&
+		      wc.status == IBV_WC_SUCCESS, "bind");
+	}
+	CHECK(uroce_mr_rereg(e.mr, f, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_LOCAL_WRITE) == -EBUSY,
+	      "rereg %#x with a bound window", f);
+	CHECK(e.mr->mr.pd == &e.w.pd->pd && e.mr->mr.addr == e.old_buf && e.mr->mr.lkey == e.lkey &&
+	      (e.mr->access & IBV_ACCESS_REMOTE_WRITE), "rereg %#x: a refused rereg changed the MR", f);
+	s = (struct ibv_sge){ (uintptr_t)e.m.a, 64, e.m.ma->mr.lkey };
+	fill(e.m.a, 64, 11);
+	CHECK(post(&e.w, 0, IBV_WR_RDMA_WRITE, 81, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)e.old_buf, key, 0, 0) == 0 &&
+	      wait_wc(&e.w, 0, &wc) && wc.status == IBV_WC_SUCCESS && !memcmp(e.old_buf, e.m.a, 64),
+	      "rereg %#x: the window after the refused rereg", f);
+	{
+		struct ibv_send_wr wr = { .wr_id = 82, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.invalidate_rkey = key;
+		CHECK(uroce_qp_post_send(e.w.qp[1], &wr, &bad) == 0 && wait_wc(&e.w, 1, &wc) &&
+		      wc.status == IBV_WC_SUCCESS, "local_inv");
+	}
+	CHECK(rereg_apply(&e, f, IBV_ACCESS_LOCAL_WRITE) == 0, "rereg %#x after the window's invalidation", f);
+	uroce_mw_dealloc(mw);
+	rereg_env_fini(&e);
+}
+
+static void test_rereg(void)
+{
+	/* Inputs are checked before anything changes (ib_uverbs_rereg_mr). */
+	{
+		struct rereg_env e;
+		const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+
+		rereg_env_init(&e, acc);
+		CHECK(uroce_mr_rereg(e.mr, 0, NULL, NULL, 0, 0) == -EINVAL, "no flags");
+		CHECK(uroce_mr_rereg(e.mr, 1 << 3, NULL, NULL, 0, 0) == -EINVAL, "an unknown flag");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, NULL, e.new_buf, RR_LEN, acc) == -EINVAL, "no PD");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, 0, acc) == -EINVAL, "zero length");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_REMOTE_WRITE) ==
+		      -EINVAL, "remote write without local write (IBA 10.6.3)");
+		CHECK(uroce_mr_rereg(e.mr, RR_T | RR_P | RR_A, e.pd2, e.new_buf, RR_LEN, IBV_ACCESS_ON_DEMAND) ==
+		      -EOPNOTSUPP, "on demand");
+		CHECK(e.mr->mr.pd == &e.w.pd->pd && e.mr->mr.addr == e.old_buf && e.mr->access == acc &&
+		      e.mr->mr.lkey == e.lkey && atomic_load(&e.pd2->usecnt) == 0, "a failed rereg changed the MR");
+		rereg_env_fini(&e);
+	}
+	for (int f = 1; f <= (RR_T | RR_P | RR_A); f++) {
+		rereg_remote(f, false);
+		rereg_recv(f, false, false);
+		rereg_recv(f, true, false);
+		if (f & RR_P) {
+			rereg_remote(f, true);
+			rereg_recv(f, false, true);
+			rereg_recv(f, true, true);
+		}
+		rereg_mid_write(f, false);
+		if (f == RR_A)
+			rereg_mid_write(f, true);
+		rereg_busy(f);
+	}
+}
+
 /* ---- sq_sig_all, fences, solicited events ---- */
 static void test_sig_fence_se(void)
 {
@@ -913,6 +1488,14 @@ int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
 
+	/* "mw": the memory region and window tests alone (ctest transport_rc_mw). */
+	if (argc > 1 && !strcmp(argv[1], "mw")) {
+		test_srq_wr_mw();
+		test_local_inv_mw1();
+		test_mw_bind_rules();
+		test_rereg();
+		return check_summary();
+	}
 	if (argc > 1 && !strcmp(argv[1], "huge")) {
 		test_huge(argc > 2 ? strtoull(argv[2], NULL, 0) : (1u << 30));
 		return check_summary();
@@ -927,6 +1510,8 @@ int main(int argc, char **argv)
 	test_fatal_naks();
 	test_sig_fence_se();
 	test_local_inv_mw1();
+	test_mw_bind_rules();
+	test_rereg();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);

@@ -177,17 +177,18 @@ static void test_mr(struct ibv_context *ctx)
 	/* A PD with registrations cannot go (uverbs: EBUSY). */
 	CHECK_RET(ibv_dealloc_pd(pd), EBUSY);
 	{
-		uint32_t old = mrs[0]->lkey;
+		uint32_t old = mrs[0]->lkey, old_r = mrs[0]->rkey;
 
+		/* The keys stay, as rxe and mlx5's in-place rereg keep them (pd_mr.c). */
 		CHECK(ibv_rereg_mr(mrs[0], IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0) == 0);
-		CHECK(mrs[0]->pd == pd2 && mrs[0]->lkey != old);
+		CHECK(mrs[0]->pd == pd2 && mrs[0]->lkey == old && mrs[0]->rkey == old_r);
 		CHECK(ibv_rereg_mr(mrs[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE) ==
 		      IBV_REREG_MR_ERR_CMD && errno == EINVAL);
 		CHECK(ibv_rereg_mr(mrs[0], 1 << 5, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL);
 		CHECK(ibv_rereg_mr(mrs[0], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 0, 0) ==
 		      IBV_REREG_MR_ERR_INPUT);
 		CHECK(ibv_rereg_mr(mrs[0], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, buf, 128, 0) == 0);
-		CHECK(mrs[0]->addr == buf && mrs[0]->length == 128);
+		CHECK(mrs[0]->addr == buf && mrs[0]->length == 128 && mrs[0]->lkey == old && mrs[0]->rkey == old_r);
 	}
 	for (int i = 0; i < 64; i++)
 		CHECK_RET(ibv_dereg_mr(mrs[i]), 0);
@@ -334,6 +335,48 @@ static void test_flush_and_events(struct ibv_context *ctx)
 		CHECK_RET(ibv_post_send(qp, &sw, &sbad), 0);
 		CHECK(ibv_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 77 && wc[0].opcode == IBV_WC_SEND &&
 		      wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	}
+	/* Reset takes the QP's completions off its CQs, and only its own (IBA 10.3.1: a QP in
+	 * Reset has nothing queued and nothing completed; mlx5 cleans its CQs the same way):
+	 * a flushed WQE polled after Reset would be taken for one of the next connection's,
+	 * as rdma-core's test_mr_rereg_addr/_pd find after their restate_qps. */
+	{
+		struct ibv_cq *cq2 = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_qp *qp2;
+		struct ibv_send_wr sw = { .opcode = IBV_WR_SEND, .sg_list = &sge, .num_sge = 1 }, *sbad;
+
+		CHECK(cq2);
+		qp2 = ibv_create_qp(pd, &(struct ibv_qp_init_attr){ .send_cq = cq2, .recv_cq = cq,
+			.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			.max_recv_sge = 1 } });
+		CHECK(qp2);
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+		rw.wr_id = 900;
+		CHECK_RET(ibv_post_recv(qp2, &rw, &bad), 0);
+		rw.wr_id = 556;
+		CHECK_RET(ibv_post_recv(qp, &rw, &bad), 0);             /* qp in Error: flushed */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		sw.wr_id = 78;
+		CHECK_RET(ibv_post_send(qp, &sw, &sbad), 0);
+		sw.wr_id = 901;
+		CHECK_RET(ibv_post_send(qp2, &sw, &sbad), 0);
+		/* cq: 556 (qp), 900 (qp2), 78 (qp); cq2: 901 (qp2).  qp2 to Reset: */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq2, 4, wc) == 0);
+		CHECK(ibv_poll_cq(cq, 1, wc) == 1 && wc[0].wr_id == 556 && wc[0].qp_num == qp->qp_num);
+		/* qp to Reset: its last completion goes too. */
+		CHECK_RET(ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq, 8, wc) == 0);
+		/* After Reset the CQ works as before. */
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+		rw.wr_id = 902;
+		CHECK_RET(ibv_post_recv(qp2, &rw, &bad), 0);
+		CHECK_RET(ibv_modify_qp(qp2, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		CHECK(ibv_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 902 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
+		CHECK_RET(ibv_destroy_qp(qp2), 0);
+		CHECK_RET(ibv_destroy_cq(cq2), 0);
 	}
 	/* A CQ in use cannot go; nor its channel. */
 	CHECK_RET(ibv_destroy_cq(cq), EBUSY);

@@ -63,49 +63,102 @@ static void test_mw_rules(struct uroce_context *ctx)
 {
 	static char buf[4096];
 	struct uroce_pd *pd, *pd2;
-	struct uroce_mr *mr, *mr_nobind, *mr_ro;
-	struct uroce_mw *mw1, *mw2;
+	struct uroce_mr *mr, *mr_nobind, *mr_ro, *mr_pd2;
+	struct uroce_mw *mw1, *mw2, *mw1_pd2, *mw2_pd2;
 	struct ibv_mw_bind_info bi;
+	const uintptr_t b = (uintptr_t)buf;
+	const unsigned full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
 
 	CHECK(uroce_pd_alloc(ctx, &pd) == 0 && uroce_pd_alloc(ctx, &pd2) == 0);
-	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &mr) == 0);
-	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf, IBV_ACCESS_LOCAL_WRITE, &mr_nobind) == 0);
-	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), (uintptr_t)buf, IBV_ACCESS_MW_BIND, &mr_ro) == 0);
-	CHECK(uroce_mw_alloc(pd, IBV_MW_TYPE_1, &mw1) == 0);
-	CHECK(uroce_mw_alloc(pd2, IBV_MW_TYPE_1, &mw2) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), b, full, &mr) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), b, IBV_ACCESS_LOCAL_WRITE, &mr_nobind) == 0);
+	CHECK(uroce_mr_reg(pd, buf, sizeof(buf), b, IBV_ACCESS_MW_BIND, &mr_ro) == 0);
+	CHECK(uroce_mr_reg(pd2, buf, sizeof(buf), b, full, &mr_pd2) == 0);
+	CHECK(uroce_mw_alloc(pd, IBV_MW_TYPE_1, &mw1) == 0 && uroce_mw_alloc(pd, IBV_MW_TYPE_2, &mw2) == 0);
+	CHECK(uroce_mw_alloc(pd2, IBV_MW_TYPE_1, &mw1_pd2) == 0 && uroce_mw_alloc(pd2, IBV_MW_TYPE_2, &mw2_pd2) == 0);
 
-	bi = (struct ibv_mw_bind_info){ .mr = &mr->mr, .addr = (uintptr_t)buf + 16, .length = 64,
-					.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
-	CHECK(uroce_mw_bind_check(mw1, &bi) == 0);
-	CHECK(uroce_mw_bind_check(mw2, &bi) == -EINVAL);           /* type 1: same PD */
-	bi.mr = &mr_nobind->mr;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == -EACCES);           /* MR lacks MW_BIND */
-	bi.mr = &mr_ro->mr;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* remote write needs local write */
-	bi.mw_access_flags = IBV_ACCESS_REMOTE_READ;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == 0);
-	bi.mr = &mr->mr;
-	bi.addr = (uintptr_t)buf + 4090;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* beyond the MR */
-	bi.addr = (uintptr_t)buf - 1;
-	bi.length = 1;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);
-	bi.addr = (uintptr_t)buf;
-	bi.length = UINT64_MAX;
-	CHECK(uroce_mw_bind_check(mw1, &bi) == -EINVAL);           /* wraps */
+	/* The rule table of pd_mr.c, one row each; the QP is of pd unless said. */
+	{
+		static const unsigned RW = IBV_ACCESS_REMOTE_WRITE, RR = IBV_ACCESS_REMOTE_READ,
+				      LW = IBV_ACCESS_LOCAL_WRITE, ZB = IBV_ACCESS_ZERO_BASED;
+		const struct {
+			struct uroce_mw *mw;
+			struct uroce_pd *qp_pd;
+			struct uroce_mr *mr;
+			uint64_t addr, len;
+			unsigned acc;
+			int want;
+		} rows[] = {
+			{ mw1, pd, mr, b + 16, 64, RW, 0 },
+			{ mw1, pd, mr, b + 16, 64, LW | RW, 0 },                 /* local rights ignored */
+			{ mw2, pd, mr, b + 16, 64, LW | RW | IBV_ACCESS_MW_BIND, 0 },
+			{ mw2, pd, mr, b + 16, 64, RW | IBV_ACCESS_OPTIONAL_FIRST, 0 },
+			{ mw2, pd, mr, b + 16, 64, RW | IBV_ACCESS_ON_DEMAND, -EINVAL },
+			{ mw1_pd2, pd, mr_pd2, b, 64, RW, -EINVAL },           /* window of another PD than the QP */
+			{ mw2_pd2, pd, mr_pd2, b, 64, RW, -EINVAL },           /* C10-72 */
+			{ mw2_pd2, pd2, mr_pd2, b, 64, RW, 0 },
+			{ mw1, pd, mr, b, 64, RW | ZB, -EINVAL },              /* o10-36.2.2 */
+			{ mw2, pd, mr, b, 64, RW | ZB, 0 },
+			{ mw2, pd, mr, b, 0, RW, -EINVAL },                    /* o10-37.2.40 */
+			{ mw2, pd, NULL, 0, 0, 0, -EINVAL },
+			{ mw1, pd, NULL, 0, 0, 0, 0 },                         /* type 1 unbind */
+			{ mw1, pd, mr_nobind, 0, 0, 0, 0 },                    /* ... checks no MR */
+			{ mw1, pd, NULL, b, 64, RW, -EINVAL },
+			{ mw1, pd, mr_pd2, b, 64, RW, -EPERM },                /* MR of another PD */
+			{ mw2, pd, mr_pd2, b, 64, RW, -EPERM },
+			{ mw1, pd, mr_nobind, b, 64, RR, -EINVAL },            /* C10-73 */
+			{ mw2, pd, mr_ro, b, 64, RW, -EINVAL },                /* C10-74 */
+			{ mw2, pd, mr_ro, b, 64, IBV_ACCESS_REMOTE_ATOMIC, -EINVAL },
+			{ mw2, pd, mr_ro, b, 64, RR, 0 },
+			{ mw1, pd, mr, b, 4096, RW, 0 },                       /* C10-75 */
+			{ mw1, pd, mr, b + 4090, 7, RW, -EINVAL },
+			{ mw1, pd, mr, b - 1, 1, RW, -EINVAL },
+			{ mw2, pd, mr, b, UINT64_MAX, RW, -EINVAL },
+			{ mw2, pd, mr, b + 4096, 1, RW | ZB, -EINVAL },        /* zero based: still inside */
+		};
 
-	/* A window bound to an MR keeps the MR registered (the transport's bind
-	 * sets these two fields). */
-	mw1->bound_mr = mr;
-	atomic_fetch_add(&mr->num_mw, 1);
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			bi = (struct ibv_mw_bind_info){ .mr = rows[i].mr ? &rows[i].mr->mr : NULL,
+							.addr = rows[i].addr, .length = rows[i].len,
+							.mw_access_flags = rows[i].acc };
+			if (uroce_mw_bind_check(rows[i].mw, &rows[i].qp_pd->pd, &bi) != rows[i].want) {
+				fprintf(stderr, "bind rule row %zu: %d, want %d\n", i,
+					uroce_mw_bind_check(rows[i].mw, &rows[i].qp_pd->pd, &bi), rows[i].want);
+				CHECK(0);
+			}
+		}
+	}
+
+	/* Executing: the window takes the key tag and the remote rights only; a bound type 2
+	 * window is not bound again until it is unbound (o10-37.2.30); a type 1 window is. */
+	bi = (struct ibv_mw_bind_info){ .mr = &mr->mr, .addr = b + 16, .length = 64,
+					.mw_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE };
+	{
+		uint32_t k2 = mw2->key, k1 = mw1->key;
+
+		CHECK(uroce_mw_bind_exec(mw2, &pd->pd, 7, &bi, k2 + 1) == 0);
+		CHECK(mw2->bound_mr == mr && mw2->access == IBV_ACCESS_REMOTE_WRITE && mw2->qpn == 7);
+		CHECK(mw2->key == ((k2 & ~0xFFu) | ((k2 + 1) & 0xFFu)) && mw2->mw.rkey == mw2->key);
+		CHECK(uroce_key_lookup(mw2->key, UROCE_KEY_MW) == mw2 && uroce_key_lookup(k2, UROCE_KEY_MW) == NULL);
+		CHECK(uroce_mw_bind_exec(mw2, &pd->pd, 7, &bi, k2 + 2) == -EINVAL);
+		CHECK(mw2->bound_mr == mr && (mw2->key & 0xFF) == ((k2 + 1) & 0xFF));   /* unchanged */
+		CHECK(atomic_load(&mr->num_mw) == 1);
+		uroce_mw_unbind(mw2);
+		CHECK(atomic_load(&mr->num_mw) == 0 && !mw2->bound_mr);
+		CHECK(uroce_mw_bind_exec(mw2, &pd->pd, 7, &bi, k2 + 2) == 0);
+		CHECK(uroce_mw_bind_exec(mw1, &pd->pd, 0, &bi, k1 + 1) == 0);
+		CHECK(uroce_mw_bind_exec(mw1, &pd->pd, 0, &bi, k1 + 2) == 0);
+		CHECK(mw1->qpn == 0 && atomic_load(&mr->num_mw) == 2);
+	}
+
+	/* A window bound to an MR keeps the MR registered as it is. */
 	CHECK(uroce_mr_dereg(mr) == -EBUSY);
 	CHECK(uroce_mr_rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) == -EBUSY);
-	CHECK(uroce_mw_dealloc(mw1) == 0);
+	CHECK(uroce_mw_dealloc(mw1) == 0 && uroce_mw_dealloc(mw2) == 0);
+	CHECK(atomic_load(&mr->num_mw) == 0);
 	CHECK(uroce_mr_dereg(mr) == 0);
-	CHECK(uroce_mw_dealloc(mw2) == 0);
-	CHECK(uroce_mr_dereg(mr_nobind) == 0);
-	CHECK(uroce_mr_dereg(mr_ro) == 0);
+	CHECK(uroce_mw_dealloc(mw1_pd2) == 0 && uroce_mw_dealloc(mw2_pd2) == 0);
+	CHECK(uroce_mr_dereg(mr_nobind) == 0 && uroce_mr_dereg(mr_ro) == 0 && uroce_mr_dereg(mr_pd2) == 0);
 	CHECK(uroce_pd_dealloc(pd) == 0 && uroce_pd_dealloc(pd2) == 0);
 }
 
