@@ -676,6 +676,15 @@ int uroce_ipc_shutdown(struct uroce_ipc *ipc)
 	return call(ipc, &req, &resp);
 }
 
+int uroce_ipc_persist(struct uroce_ipc *ipc)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+
+	init_req(&req, UROCE_OP_PERSIST, NULL, NULL, 0);
+	return call(ipc, &req, &resp);
+}
+
 int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 {
 	struct uroce_ipc_req req;
