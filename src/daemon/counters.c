@@ -351,6 +351,57 @@ static void copy_names(struct uroce_cnt_record *r, const uint8_t *names, const u
 	r->n = n;
 }
 
+/* Add value to the record's counter name (a new name takes the next entry). */
+static void record_add(struct uroce_cnt_record *r, const char *name, uint64_t value)
+{
+	uint32_t j;
+
+	for (j = 0; j < r->n && strcmp(r->c[j].name, name); j++)
+		;
+	if (j == r->n) {
+		if (j == UROCE_CNT_MAX)
+			return;
+		snprintf(r->c[j].name, UROCE_CNT_NAME_MAX, "%s", name);
+		r->c[j].value = 0;
+		r->n++;
+	}
+	r->c[j].value += value;
+}
+
+int uroced_cnt_total(struct uroced *d, const struct uroce_dev *dev, uint32_t block,
+		     struct uroce_cnt_record *r)
+{
+	const struct retired *rt;
+
+	if (block >= UROCE_CNT_BLOCKS)
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->dev, dev->info.name, sizeof(r->dev));
+	r->block = block;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client_dev *cd = cdev(d->clients[i], dev->id);
+		const struct uroce_cnt_map *m = cd ? &cd->cnt[block] : NULL;
+		const uint8_t *names;
+		const uint64_t *vals;
+
+		if (!m || !m->map)
+			continue;
+		names = m->map + sizeof(struct uroce_cnt_hdr);
+		vals = (const uint64_t *)(m->map + uroce_cnt_ctx_off(m->n_ctx, m->n_qp));
+		for (uint32_t k = 0; k < m->n_ctx; k++) {
+			char name[UROCE_CNT_NAME_MAX];
+
+			memcpy(name, names + (size_t)k * UROCE_CNT_NAME_MAX, sizeof(name) - 1);
+			name[sizeof(name) - 1] = 0;
+			record_add(r, name, __atomic_load_n(&vals[k], __ATOMIC_RELAXED));
+		}
+	}
+	rt = retired_get(d, dev->id, 0);
+	for (uint32_t j = 0; rt && j < rt->n[block]; j++)
+		record_add(r, rt->name[block][j], rt->v[block][j]);
+	return 0;
+}
+
 int uroced_cnt_get(struct uroced *d, struct uroce_client *asker, uint32_t index,
 		   struct uroce_ipc_resp *resp)
 {

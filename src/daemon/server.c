@@ -627,6 +627,11 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return op_cnt_register(d, c, req, in_fd);
 	case UROCE_OP_CNT_GET:
 		return uroced_cnt_get(d, c, req->arg, resp);
+	case UROCE_OP_CNT_TOTAL: {
+		struct uroce_dev *dev = req_dev(d, req);
+
+		return dev ? uroced_cnt_total(d, dev, req->arg, &resp->u.cnt) : -ENODEV;
+	}
 	case UROCE_OP_SUBSCRIBE:
 		c->subscribed = 1;
 		return 0;

@@ -245,6 +245,11 @@ void uroced_cnt_unmap(struct uroce_cnt_map *m);
  * totals cannot be allocated just lacks them). */
 void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
 		       const struct uroce_cnt_map *m);
+/* The device's totals of block role @block: every client's context part of that role
+ * plus the departed clients', summed by name (names beyond a record's room are left
+ * out).  -EINVAL for a block role that does not exist. */
+int uroced_cnt_total(struct uroced *d, const struct uroce_dev *dev, uint32_t block,
+		     struct uroce_cnt_record *r);
 /* Over an idle exit: write the departed clients' totals and each device's daemon
  * counters to path (text, temporary file renamed), and add what a file holds to
  * the devices of the same name at the next start (which deletes the file, so it

@@ -281,5 +281,12 @@ struct uroce_cnt_record {
  * clients that have gone (summed by name when their connection closed).  A
  * malloc'ed array the caller frees. */
 int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n);
+/* One device's totals of one block role (0: the contexts', 1: the transport's): the
+ * context part of every registered block of that role on dev plus the departed clients'
+ * totals, summed name by name in the daemon (what `uroce stat show` prints as the
+ * device's `total` line, in one request; ibv_query_port's violation counters come from
+ * it).  rec->pid and rec->qpn are 0.  -ENODEV, -EINVAL (no such block role). */
+int uroce_ipc_counters_total(struct uroce_ipc *ipc, const char *dev, uint32_t block,
+			     struct uroce_cnt_record *rec);
 
 #endif
