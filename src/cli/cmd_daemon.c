@@ -1,9 +1,12 @@
 /* cmd_daemon.c — `uroce daemon start|stop|status`: the uroced of this network
  * namespace.
  *
- *   start   start uroced unless one runs (the same autostart the libraries do)
+ *   start   start uroced unless one runs (the same autostart the libraries do),
+ *           and make it stay: one that programs started on demand exits when it
+ *           has been idle (no client) for a while, one started here does not
  *   stop    ask uroced to exit and wait until it has gone
- *   status  pid, devices, clients and allocated QPNs; exit 1 if not running
+ *   status  pid, devices, clients and allocated QPNs, and when it will exit;
+ *           exit 1 if not running
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,7 +32,9 @@ static int daemon_help(FILE *f)
 		   "       uroce daemon stop\n"
 		   "       uroce daemon status\n"
 		   "       uroce daemon help\n"
-		   "One uroced serves one network namespace; programs start it on demand.\n");
+		   "One uroced serves one network namespace; programs start it on demand,\n"
+		   "and such a daemon exits after it has had no client for a while\n"
+		   "($UROCE_DAEMON_IDLE_MS, default 10000).  'start' makes it stay.\n");
 	return f == stdout ? 0 : 1;
 }
 
@@ -37,7 +42,7 @@ static int daemon_start(void)
 {
 	struct uroce_daemon_status st;
 	struct uroce_ipc *ipc;
-	int err, running;
+	int err, kept, running;
 
 	running = !uroce_ipc_open(&ipc, 0);
 	if (!running) {
@@ -47,14 +52,53 @@ static int daemon_start(void)
 			return 1;
 		}
 	}
+	/* Started here (or found running, perhaps autostarted): it stays until
+	 * `uroce daemon stop`.  Another user's daemon is theirs to keep or not. */
+	kept = uroce_ipc_persist(ipc);
+	if (kept && kept != -EPERM) {
+		uroce_ipc_close(ipc);
+		fprintf(stderr, "error: %s\n", strerror(-kept));
+		return 1;
+	}
 	err = uroce_ipc_status(ipc, &st);
 	uroce_ipc_close(ipc);
 	if (err) {
 		fprintf(stderr, "error: %s\n", strerror(-err));
 		return 1;
 	}
-	printf("uroced %s, pid %d\n", running ? "already running" : "started", (int)st.pid);
+	printf("uroced %s, pid %d%s\n", running ? "already running" : "started", (int)st.pid,
+	       kept && st.lifetime == UROCE_LIFE_IDLE_EXIT ?
+	       " (another user's, started on demand: it exits when idle)" : "");
 	return 0;
+}
+
+/* When the daemon will exit, as one line.  clients counts the asking uroce. */
+static void print_lifetime(const struct uroce_daemon_status *st)
+{
+	unsigned others = st->num_clients ? st->num_clients - 1 : 0;
+
+	switch (st->lifetime) {
+	case UROCE_LIFE_STAYS:
+		printf("exit never: started by 'uroce daemon start', stays until 'uroce daemon stop'\n");
+		break;
+	case UROCE_LIFE_NO_IDLE:
+		printf("exit never: started on demand, idle exit off (idle time 0)\n");
+		break;
+	case UROCE_LIFE_UNSAVED:
+		printf("exit never: started on demand, but its links could not be saved\n");
+		break;
+	case UROCE_LIFE_IDLE_EXIT:
+		if (others)
+			printf("exit idle %u.%03us after its last client leaves (%u other client%s now)\n",
+			       st->idle_ms / 1000, st->idle_ms % 1000, others, others == 1 ? "" : "s");
+		else
+			printf("exit idle %u.%03us after this command, unless a client connects\n",
+			       st->idle_ms / 1000, st->idle_ms % 1000);
+		break;
+	default:
+		printf("exit unknown (lifetime %u)\n", st->lifetime);
+		break;
+	}
 }
 
 static int daemon_stop(void)
@@ -131,6 +175,7 @@ static int daemon_status(void)
 		       cl[i].pid == getpid() ? " (this uroce)" : "");
 	printf("total devices %u clients %u qpns %u\n", st.num_devices, st.num_clients,
 	       st.qpns_allocated);
+	print_lifetime(&st);
 	free(ds);
 	free(cl);
 	return 0;

@@ -8,8 +8,12 @@
  * read can never fault.  Names are copied with a bound and terminated here.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -100,6 +104,23 @@ static struct retired *retired_get(struct uroced *d, uint32_t dev_id, int create
 	return *free_slot;
 }
 
+/* Add value to r's counter name of block (a new name takes the next entry; names
+ * beyond what a record holds are not totalled). */
+static void retired_add(struct retired *r, uint32_t block, const char *name, uint64_t value)
+{
+	uint32_t j;
+
+	for (j = 0; j < r->n[block] && strcmp(r->name[block][j], name); j++)
+		;
+	if (j == r->n[block]) {
+		if (j == UROCE_CNT_MAX)
+			return;
+		snprintf(r->name[block][j], UROCE_CNT_NAME_MAX, "%s", name);
+		r->n[block]++;
+	}
+	r->v[block][j] += value;
+}
+
 void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
 		       const struct uroce_cnt_map *m)
 {
@@ -113,20 +134,125 @@ void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
 	vals = (const uint64_t *)(m->map + uroce_cnt_ctx_off(m->n_ctx, m->n_qp));
 	for (uint32_t i = 0; i < m->n_ctx; i++) {
 		char name[UROCE_CNT_NAME_MAX];
-		uint32_t j;
 
 		memcpy(name, names + (size_t)i * UROCE_CNT_NAME_MAX, sizeof(name) - 1);
 		name[sizeof(name) - 1] = 0;
-		for (j = 0; j < r->n[block] && strcmp(r->name[block][j], name); j++)
-			;
-		if (j == r->n[block]) {
-			if (j == UROCE_CNT_MAX)
-				continue;  /* more names than a record holds: not totalled */
-			memcpy(r->name[block][j], name, sizeof(name));
-			r->n[block]++;
-		}
-		r->v[block][j] += __atomic_load_n(&vals[i], __ATOMIC_RELAXED);
+		retired_add(r, block, name, __atomic_load_n(&vals[i], __ATOMIC_RELAXED));
 	}
+}
+
+/* ---- over an idle exit ------------------------------------------------------
+ *
+ * An autostarted daemon exits when idle (main.c); what it alone remembers about
+ * clients that have gone — their counters' totals and the device's own counters —
+ * would be lost with it.  It writes them to a text file beside the saved links:
+ *   dev DEV NAME VALUE             a device counter (struct uroce_dev_stats)
+ *   total DEV BLOCK NAME VALUE     departed clients' total of one block's counter
+ * and the next daemon adds the file to its devices of the same name and deletes it.
+ * Gauges (QPNs in use, clients, sockets) describe live clients and are not kept.
+ */
+static const struct {
+	const char *name;
+	size_t off;
+} dev_counters[] = {
+	{ "qpn_alloc", offsetof(struct uroce_dev_stats, qpn_alloc) },
+	{ "qpn_free", offsetof(struct uroce_dev_stats, qpn_free) },
+	{ "qpn_reclaimed", offsetof(struct uroce_dev_stats, qpn_reclaimed) },
+	{ "qpn_alloc_fail", offsetof(struct uroce_dev_stats, qpn_alloc_fail) },
+	{ "requests", offsetof(struct uroce_dev_stats, requests) },
+	{ "gid_changes", offsetof(struct uroce_dev_stats, gid_changes) },
+	{ "rx_default", offsetof(struct uroce_dev_stats, rx_default) },
+	{ "steer_updates", offsetof(struct uroce_dev_stats, steer_updates) },
+};
+
+static uint64_t *dev_counter(struct uroce_dev *dev, unsigned i)
+{
+	return (uint64_t *)((char *)&dev->stats + dev_counters[i].off);
+}
+
+/* Names come from clients' blocks: write only those that read back as one word. */
+static int plain_name(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!isgraph((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+int uroced_cnt_save(struct uroced *d, const char *path)
+{
+	char tmp[4200];
+	FILE *f;
+	int err = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "# uroce counters of one network namespace, kept by uroced over an idle exit\n");
+	for (unsigned i = 0; i < d->devs.n; i++) {
+		struct uroce_dev *dev = d->devs.dev[i];
+		const struct retired *r = retired_get(d, dev->id, 0);
+
+		for (unsigned k = 0; k < sizeof(dev_counters) / sizeof(dev_counters[0]); k++)
+			fprintf(f, "dev %s %s %" PRIu64 "\n", dev->info.name, dev_counters[k].name,
+				*dev_counter(dev, k));
+		for (uint32_t b = 0; r && b < UROCE_CNT_BLOCKS; b++)
+			for (uint32_t j = 0; j < r->n[b]; j++)
+				if (plain_name(r->name[b][j]))
+					fprintf(f, "total %s %u %s %" PRIu64 "\n", dev->info.name, b,
+						r->name[b][j], r->v[b][j]);
+	}
+	if (fflush(f) || fsync(fileno(f)))
+		err = -errno;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+int uroced_cnt_load(struct uroced *d, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	int lineno = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char dname[UROCE_DEV_NAME_MAX], name[UROCE_CNT_NAME_MAX];
+		struct uroce_dev *dev;
+		struct retired *r;
+		uint64_t v;
+		unsigned b, k;
+
+		lineno++;
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		/* Field widths keep sscanf inside the buffers. */
+		if (sscanf(line, "dev %63s %31s %" SCNu64, dname, name, &v) == 3) {
+			dev = uroce_dev_find(&d->devs, dname);
+			for (k = 0; k < sizeof(dev_counters) / sizeof(dev_counters[0]); k++)
+				if (dev && !strcmp(dev_counters[k].name, name))
+					*dev_counter(dev, k) += v;
+		} else if (sscanf(line, "total %63s %u %31s %" SCNu64, dname, &b, name, &v) == 4 &&
+			   b < UROCE_CNT_BLOCKS) {
+			dev = uroce_dev_find(&d->devs, dname);
+			if (dev && (r = retired_get(d, dev->id, 1)))
+				retired_add(r, b, name, v);
+		} else {
+			uroced_log("%s:%d: not understood, skipped\n", path, lineno);
+		}
+	}
+	fclose(f);
+	/* Counted once: a later daemon must not add the same totals again. */
+	return unlink(path) < 0 ? -errno : 0;
 }
 
 static struct uroce_client *by_serial(struct uroced *d, uint64_t serial)
@@ -223,6 +349,57 @@ static void copy_names(struct uroce_cnt_record *r, const uint8_t *names, const u
 		r->c[i].value = __atomic_load_n(&vals[i], __ATOMIC_RELAXED);
 	}
 	r->n = n;
+}
+
+/* Add value to the record's counter name (a new name takes the next entry). */
+static void record_add(struct uroce_cnt_record *r, const char *name, uint64_t value)
+{
+	uint32_t j;
+
+	for (j = 0; j < r->n && strcmp(r->c[j].name, name); j++)
+		;
+	if (j == r->n) {
+		if (j == UROCE_CNT_MAX)
+			return;
+		snprintf(r->c[j].name, UROCE_CNT_NAME_MAX, "%s", name);
+		r->c[j].value = 0;
+		r->n++;
+	}
+	r->c[j].value += value;
+}
+
+int uroced_cnt_total(struct uroced *d, const struct uroce_dev *dev, uint32_t block,
+		     struct uroce_cnt_record *r)
+{
+	const struct retired *rt;
+
+	if (block >= UROCE_CNT_BLOCKS)
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->dev, dev->info.name, sizeof(r->dev));
+	r->block = block;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client_dev *cd = cdev(d->clients[i], dev->id);
+		const struct uroce_cnt_map *m = cd ? &cd->cnt[block] : NULL;
+		const uint8_t *names;
+		const uint64_t *vals;
+
+		if (!m || !m->map)
+			continue;
+		names = m->map + sizeof(struct uroce_cnt_hdr);
+		vals = (const uint64_t *)(m->map + uroce_cnt_ctx_off(m->n_ctx, m->n_qp));
+		for (uint32_t k = 0; k < m->n_ctx; k++) {
+			char name[UROCE_CNT_NAME_MAX];
+
+			memcpy(name, names + (size_t)k * UROCE_CNT_NAME_MAX, sizeof(name) - 1);
+			name[sizeof(name) - 1] = 0;
+			record_add(r, name, __atomic_load_n(&vals[k], __ATOMIC_RELAXED));
+		}
+	}
+	rt = retired_get(d, dev->id, 0);
+	for (uint32_t j = 0; rt && j < rt->n[block]; j++)
+		record_add(r, rt->name[block][j], rt->v[block][j]);
+	return 0;
 }
 
 int uroced_cnt_get(struct uroced *d, struct uroce_client *asker, uint32_t index,

@@ -59,11 +59,23 @@ void uroced_save(struct uroced *d)
 {
 	int err;
 
-	if (!d->state_path[0])
+	if (!d->state_path[0]) {
+		d->unsaved = 1;  /* an idle exit would lose this table */
 		return;
+	}
 	err = uroce_state_save(&d->devs, d->state_path);
 	if (err)
 		uroced_log("cannot save %s: %s\n", d->state_path, strerror(-err));
+	d->unsaved = err != 0;
+}
+
+uint32_t uroced_lifetime(const struct uroced *d)
+{
+	if (!d->autostarted)
+		return UROCE_LIFE_STAYS;
+	if (!d->idle_ms)
+		return UROCE_LIFE_NO_IDLE;
+	return d->unsaved ? UROCE_LIFE_UNSAVED : UROCE_LIFE_IDLE_EXIT;
 }
 
 void uroced_accept(struct uroced *d)
@@ -117,6 +129,7 @@ void uroced_accept(struct uroced *d)
 		}
 		d->clients[d->nclients++] = c;
 		d->client_generation++;
+		d->had_client = 1;
 		if (uroced_verbose)
 			uroced_log("client pid %d connected\n", (int)c->pid);
 	}
@@ -188,6 +201,8 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 		}
 	}
 	d->client_generation++;
+	if (!d->nclients)
+		d->idle_since_ms = uroced_now_ms();  /* the idle clock of main.c starts */
 	free(c->cnt_walk);
 	free(c->devs);
 	free(c);
@@ -467,6 +482,8 @@ static void fill_status(struct uroced *d, struct uroce_daemon_status *st)
 	st->num_clients = (uint32_t)d->nclients;
 	for (unsigned i = 0; i < d->devs.n; i++)
 		st->qpns_allocated += d->devs.dev[i]->qpns_used;
+	st->lifetime = uroced_lifetime(d);
+	st->idle_ms = (uint32_t)d->idle_ms;
 }
 
 /* Apply pending rtnetlink events before answering a device query.  The kernel
@@ -610,6 +627,11 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return op_cnt_register(d, c, req, in_fd);
 	case UROCE_OP_CNT_GET:
 		return uroced_cnt_get(d, c, req->arg, resp);
+	case UROCE_OP_CNT_TOTAL: {
+		struct uroce_dev *dev = req_dev(d, req);
+
+		return dev ? uroced_cnt_total(d, dev, req->arg, &resp->u.cnt) : -ENODEV;
+	}
 	case UROCE_OP_SUBSCRIBE:
 		c->subscribed = 1;
 		return 0;
@@ -617,6 +639,15 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		if (!privileged(d, c))
 			return -EPERM;
 		d->stop = 1;
+		return 0;
+	case UROCE_OP_PERSIST:
+		/* `uroce daemon start` found an autostarted daemon: it now stays as
+		 * if started explicitly. */
+		if (!privileged(d, c))
+			return -EPERM;
+		if (d->autostarted)
+			uroced_log("asked to stay: no idle exit\n");
+		d->autostarted = 0;
 		return 0;
 	default:
 		return -EOPNOTSUPP;

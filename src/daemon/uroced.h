@@ -10,6 +10,7 @@
  *   counters.c  clients' shared-memory counters blocks, read for `uroce stat`
  *   state.c     the saved device table (survives a daemon restart)
  *   rtnl.c      rtnetlink watch: addresses and links change under us
+ *   log.c       the log
  *
  * Single-threaded: everything runs from the epoll loop in main.c, so nothing here
  * locks.  Internal functions return 0 or -errno.
@@ -195,7 +196,29 @@ struct uroced {
 	int64_t start_ms;
 	int stop;                        /* set by SHUTDOWN or a signal */
 	char state_path[4096];           /* "" if there is nowhere to save */
+	char counters_path[4096];        /* counters kept over an idle exit; "" if none */
+	/* Lifetime (main.c).  An autostarted daemon exits idle_ms after its last
+	 * client went: a daemon per namespace must not keep a namespace alive after
+	 * its programs have ended.  Links are in the state file, the departed
+	 * clients' counters go to counters_path; nothing else outlives the clients. */
+	int autostarted;                 /* exits when idle (cleared by PERSIST) */
+	int unsaved;                     /* the device table differs from the saved one:
+					  * an exit would lose links, so stay */
+	int had_client;                  /* a client has connected since the start */
+	int64_t idle_ms;                 /* 0: never exit when idle */
+	int64_t idle_since_ms;           /* when the client count last fell to 0 */
 };
+
+/* The default idle time of an autostarted daemon; $UROCE_DAEMON_IDLE_MS or
+ * --idle-ms override it. */
+#define UROCED_IDLE_MS_DEFAULT 10000
+/* A daemon that nobody has connected to yet waits at least this long (the bound on
+ * an autostarting client's wait, ipc/client.c), so a tiny idle time cannot make it
+ * exit before its starter connects. */
+#define UROCED_FIRST_CLIENT_MS 2000
+
+/* The enum uroce_daemon_lifetime value the daemon reports. */
+uint32_t uroced_lifetime(const struct uroced *d);
 
 /* Bind and listen on the abstract name: 0, -EADDRINUSE if a daemon already has
  * it, other -errno. */
@@ -222,6 +245,17 @@ void uroced_cnt_unmap(struct uroce_cnt_map *m);
  * totals cannot be allocated just lacks them). */
 void uroced_cnt_retire(struct uroced *d, uint32_t dev_id, uint32_t block,
 		       const struct uroce_cnt_map *m);
+/* The device's totals of block role @block: every client's context part of that role
+ * plus the departed clients', summed by name (names beyond a record's room are left
+ * out).  -EINVAL for a block role that does not exist. */
+int uroced_cnt_total(struct uroced *d, const struct uroce_dev *dev, uint32_t block,
+		     struct uroce_cnt_record *r);
+/* Over an idle exit: write the departed clients' totals and each device's daemon
+ * counters to path (text, temporary file renamed), and add what a file holds to
+ * the devices of the same name at the next start (which deletes the file, so it
+ * is counted once).  0 or -errno. */
+int uroced_cnt_save(struct uroced *d, const char *path);
+int uroced_cnt_load(struct uroced *d, const char *path);
 /* Listing: at index 0 snapshot the positions into c->cnt_walk; then fill record
  * index.  -ENOENT past the end (resp->count says how many). */
 int uroced_cnt_get(struct uroced *d, struct uroce_client *c, uint32_t index,

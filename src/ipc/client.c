@@ -676,6 +676,15 @@ int uroce_ipc_shutdown(struct uroce_ipc *ipc)
 	return call(ipc, &req, &resp);
 }
 
+int uroce_ipc_persist(struct uroce_ipc *ipc)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+
+	init_req(&req, UROCE_OP_PERSIST, NULL, NULL, 0);
+	return call(ipc, &req, &resp);
+}
+
 int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 {
 	struct uroce_ipc_req req;
@@ -754,6 +763,27 @@ int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, un
 	if (!recs || !n)
 		return -EINVAL;
 	return read_list(ipc, UROCE_OP_CNT_GET, sizeof(**recs), (void **)recs, n);
+}
+
+int uroce_ipc_counters_total(struct uroce_ipc *ipc, const char *dev, uint32_t block,
+			     struct uroce_cnt_record *rec)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!rec)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_CNT_TOTAL, dev, NULL, block);
+	if (err)
+		return err;
+	err = call(ipc, &req, &resp);
+	if (!err) {
+		*rec = resp.u.cnt;
+		if (rec->n > UROCE_CNT_MAX)
+			rec->n = UROCE_CNT_MAX;
+	}
+	return err;
 }
 
 int uroce_ipc_subscribe(struct uroce_ipc *ipc)

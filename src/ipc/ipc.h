@@ -101,7 +101,21 @@ struct uroce_daemon_status {
 	uint32_t num_devices;
 	uint32_t num_clients;            /* connections, including the asking one */
 	uint32_t qpns_allocated;         /* over all devices */
+	uint32_t lifetime;               /* enum uroce_daemon_lifetime */
+	/* With UROCE_LIFE_IDLE_EXIT: the daemon exits idle_ms after its last client
+	 * has gone (the asking connection is a client too, so the clock starts when
+	 * it closes).  Links are saved, so the next client's daemon has them. */
+	uint32_t idle_ms;
 	uint32_t pad;
+};
+
+enum uroce_daemon_lifetime {
+	UROCE_LIFE_STAYS = 0,            /* started explicitly (`uroce daemon start`,
+					  * uroced without --autostarted): until stopped */
+	UROCE_LIFE_IDLE_EXIT,            /* autostarted: exits when idle */
+	UROCE_LIFE_NO_IDLE,              /* autostarted, idle exit off (idle time 0) */
+	UROCE_LIFE_UNSAVED,              /* autostarted, but stays: the device table could
+					  * not be saved, an exit would lose links */
 };
 int uroce_ipc_status(struct uroce_ipc *ipc, struct uroce_daemon_status *st);
 
@@ -139,6 +153,9 @@ int uroce_ipc_dev_stats(struct uroce_ipc *ipc, struct uroce_dev_stats **stats, u
 
 /* Ask the daemon to exit (`uroce daemon stop`); -EPERM as for link_add. */
 int uroce_ipc_shutdown(struct uroce_ipc *ipc);
+/* Keep an autostarted daemon running when idle, as if `uroce daemon start` had
+ * started it (no-op for one that stays already); -EPERM as for link_add. */
+int uroce_ipc_persist(struct uroce_ipc *ipc);
 
 /* Receive steering (docs/daemon.md).  Returns in *fd this connection's member of
  * dev's SO_REUSEPORT group on UDP 4791: an AF_INET6 datagram socket bound to
@@ -264,5 +281,12 @@ struct uroce_cnt_record {
  * clients that have gone (summed by name when their connection closed).  A
  * malloc'ed array the caller frees. */
 int uroce_ipc_counters(struct uroce_ipc *ipc, struct uroce_cnt_record **recs, unsigned *n);
+/* One device's totals of one block role (0: the contexts', 1: the transport's): the
+ * context part of every registered block of that role on dev plus the departed clients'
+ * totals, summed name by name in the daemon (what `uroce stat show` prints as the
+ * device's `total` line, in one request; ibv_query_port's violation counters come from
+ * it).  rec->pid and rec->qpn are 0.  -ENODEV, -EINVAL (no such block role). */
+int uroce_ipc_counters_total(struct uroce_ipc *ipc, const char *dev, uint32_t block,
+			     struct uroce_cnt_record *rec);
 
 #endif

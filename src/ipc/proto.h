@@ -61,6 +61,8 @@ enum uroce_ipc_op {
 	UROCE_OP_CNT_GET,        /* arg = index -> cnt */
 	UROCE_OP_SUBSCRIBE,      /* from now on, events on this connection */
 	UROCE_OP_EVENT,          /* daemon -> client only, unsolicited: seq 0, event */
+	UROCE_OP_PERSIST,        /* an autostarted daemon stays when idle */
+	UROCE_OP_CNT_TOTAL,      /* dev, arg = block -> cnt: the device's totals of that block */
 	UROCE_OP_MAX
 };
 

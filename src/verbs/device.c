@@ -13,13 +13,20 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <endian.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
+#include "transport/rc.h"
 #include "verbs/verbs.h"
 
 const char uroce_device_marker[] = "uroce";
@@ -516,6 +523,67 @@ static void refresh_info(struct uroce_context *ctx, struct uroce_dev_info *info)
 	uroce_device_info(ctx->dev, info);
 }
 
+/* ---- what the attributes are made of (docs/verbs.md, "Device and port attributes") ---- */
+
+/* A number from /proc/sys (this network namespace's value where the sysctl is per
+ * namespace); -1 if it cannot be read. */
+static long sysctl_long(const char *path)
+{
+	char buf[32];
+	long v = -1;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = 0;
+		v = strtol(buf, NULL, 10);
+	}
+	return v;
+}
+
+/* Multicast (IBA 10.5, transport/mcast.c).  A context receives a group by joining it on
+ * its receive socket, one socket per context and device, so the number of groups a
+ * context can attach is what Linux lets one socket join: net.ipv4.igmp_max_memberships
+ * IPv4 groups (20 unless raised: the 21st join fails with ENOBUFS), and IPv6 groups as
+ * long as the socket's option memory (net.core.optmem_max) lasts, at most 64 bytes each
+ * (56 measured on Linux 6.18).  Any QP of the context may attach to a group (a list, no
+ * limit of its own), so a group takes up to max_qp QPs. */
+#define KERNEL_IGMP_MAX_MEMBERSHIPS 20   /* the sysctl's default */
+#define MCAST_OPTMEM_PER_GROUP 64
+
+static void mcast_limits(struct ibv_device_attr *a)
+{
+	long groups = sysctl_long("/proc/sys/net/ipv4/igmp_max_memberships");
+	long optmem = sysctl_long("/proc/sys/net/core/optmem_max");
+	long long total;
+
+	if (groups < 0)
+		groups = KERNEL_IGMP_MAX_MEMBERSHIPS;
+	if (optmem >= 0 && optmem / MCAST_OPTMEM_PER_GROUP < groups)
+		groups = optmem / MCAST_OPTMEM_PER_GROUP;
+	if (groups > INT_MAX)
+		groups = INT_MAX;
+	a->max_mcast_grp = (int)groups;
+	a->max_mcast_qp_attach = groups ? UROCE_MAX_QP : 0;
+	total = (long long)a->max_mcast_grp * a->max_mcast_qp_attach;
+	a->max_total_mcast_qp_attach = total > INT_MAX ? INT_MAX : (int)total;
+}
+
+/* Does the transport count drops for this reason (rc.h UROCE_RC_DROPS)?  The port's
+ * violation counters are built from those counts, and a device capability bit that
+ * promises a counter is set only when the counter exists. */
+static bool transport_counts(const char *reason)
+{
+	for (int i = 0; i < UROCE_RC_DROP_NUM; i++)
+		if (!strcmp(uroce_rc_drop_name((enum uroce_rc_drop)i), reason))
+			return true;
+	return false;
+}
+
 int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 {
 	struct uroce_dev_info info;
@@ -535,10 +603,21 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 	a->hw_ver = 0;
 	a->max_qp = UROCE_MAX_QP;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
-	/* What the verbs layer enforces; the transports honour these. */
+	/* Each bit is something the verbs layer and the transports do (docs/verbs.md has
+	 * every bit, also the ones left out and why):
+	 *   UD_AV_PORT_ENFORCE: an AH names port 1 or is refused, and so is a QP;
+	 *   MEM_MGT_EXTENSIONS: LOCAL_INV and SEND_WITH_INV of type 2 windows (IBA
+	 *     10.6.7.2.4, 9.4.4); fast registration is a kernel-only WR, as for rxe's users;
+	 *   BAD_QKEY_CNTR / BAD_PKEY_CNTR: ibv_query_port's qkey_viol_cntr / bad_pkey_cntr
+	 *     count the device's Q_Key / P_Key drops, when the transport counts them. */
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+	if (transport_counts("QKEY"))
+		a->device_cap_flags |= IBV_DEVICE_BAD_QKEY_CNTR;
+	if (transport_counts("BAD_PKEY"))
+		a->device_cap_flags |= IBV_DEVICE_BAD_PKEY_CNTR;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
 	a->max_cq = UROCE_MAX_CQ;
@@ -557,7 +636,7 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = UROCE_NUM_PORTS;
-	/* Multicast arrives with the UD transport; until then none is offered. */
+	mcast_limits(a);
 	return 0;
 }
 
@@ -597,6 +676,71 @@ enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu)
 	return IBV_MTU_256;
 }
 
+/* The width and speed Soft-RoCE derives from the netdev's link speed (Linux 6.1
+ * ib_get_eth_speed); a netdev without one (lo) keeps what the caller set.  Reading the
+ * link settings needs no privilege. */
+static void port_rate(const struct uroce_dev_info *info, uint8_t *width, uint8_t *speed)
+{
+	struct ethtool_cmd cmd = { .cmd = ETHTOOL_GSET };
+	struct ifreq ifr;
+	uint32_t mbps;
+	int fd, r;
+
+	if (!info->netdev[0] || strlen(info->netdev) >= sizeof(ifr.ifr_name))
+		return;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, info->netdev);
+	ifr.ifr_data = (void *)&cmd;
+	r = ioctl(fd, SIOCETHTOOL, &ifr);
+	close(fd);
+	mbps = ethtool_cmd_speed(&cmd);
+	if (r < 0 || mbps == 0 || mbps == (uint32_t)SPEED_UNKNOWN)
+		return;
+	/* ibv_port_attr: width 1 = 1X, 2 = 4X; speed 1 = SDR, 2 = DDR, 8 = FDR10, 32 = EDR. */
+	if (mbps <= 1000) {
+		*width = 1; *speed = 1;
+	} else if (mbps <= 10000) {
+		*width = 1; *speed = 8;
+	} else if (mbps <= 20000) {
+		*width = 2; *speed = 2;
+	} else if (mbps <= 25000) {
+		*width = 1; *speed = 32;
+	} else if (mbps <= 40000) {
+		*width = 2; *speed = 8;
+	} else {
+		*width = 2; *speed = 32;
+	}
+}
+
+/* The port's P_Key and Q_Key violation counters (IBA 14.2.5.6 PortInfo: 16 bits that
+ * stop at 0xFFFF, as rxe's do): the device's totals of the transport's drop_bad_pkey and
+ * drop_qkey over every context, live or gone, as uroced sums them (`uroce stat`).  A
+ * context publishes its counts at QP state changes and every 200 ms while they move. */
+static void port_violations(struct uroce_context *ctx, struct ibv_port_attr *a)
+{
+#if UROCE_HAVE_IPC
+	struct uroce_cnt_record r;
+
+	if (atomic_load(&ctx->dead) ||
+	    uroce_ipc_counters_total(ctx->ipc, ctx->dev->ibdev.name, 1, &r))
+		return;
+	for (uint32_t i = 0; i < r.n; i++) {
+		uint32_t v = r.c[i].value > 0xFFFF ? 0xFFFF : (uint32_t)r.c[i].value;
+
+		if (!strcmp(r.c[i].name, "drop_bad_pkey"))
+			a->bad_pkey_cntr = v;
+		else if (!strcmp(r.c[i].name, "drop_qkey"))
+			a->qkey_viol_cntr = v;
+	}
+#else
+	(void)ctx;
+	(void)a;
+#endif
+}
+
 int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_attr *a)
 {
 	struct uroce_dev_info info;
@@ -620,6 +764,8 @@ int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_at
 	a->active_speed = 32;                 /* 25 Gb/s per lane (EDR) */
 	a->phys_state = info.port_up ? 5 : 3; /* LinkUp / Disabled */
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	port_rate(&info, &a->active_width, &a->active_speed);
+	port_violations(ctx, a);
 	return 0;
 }
 

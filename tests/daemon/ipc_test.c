@@ -13,7 +13,8 @@
  *                        socket becomes a drained tombstone reused by the next
  *   ipc_test counters    shared-memory counters: a registered block's context and QP
  *                        records are listed live by another connection, and vanish
- *                        with the connection
+ *                        with the connection; a device's totals (CNT_TOTAL) sum the
+ *                        departed and the live by name
  *   ipc_test proto       bad records: another version gets -EPROTONOSUPPORT and the
  *                        daemon's version; unterminated names -EINVAL; an unknown op
  *                        -EOPNOTSUPP; a record of the wrong size is hung up on; the
@@ -665,6 +666,15 @@ static const struct uroce_cnt_record *find_rec(const struct uroce_cnt_record *r,
 	return NULL;
 }
 
+/* A counter's value in a record, -1 if it has no such name. */
+static long long rec_value(const struct uroce_cnt_record *r, const char *name)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		if (!strcmp(r->c[i].name, name))
+			return (long long)r->c[i].value;
+	return -1;
+}
+
 static int test_counters(void)
 {
 	static const char *const ctx_names[] = { "tx_packets", "rx_packets" };
@@ -752,6 +762,34 @@ static int test_counters(void)
 		      r[0].c[0].value == 5 && r[0].c[1].value == 7,
 		      "departed clients' totals (%u records)", n);
 		free(r);
+	}
+	/* CNT_TOTAL: a device's totals of one block role in one request, the departed
+	 * clients' and a live client's summed by name. */
+	{
+		static const char *const names2[] = { "rx_packets", "extra" };
+		struct uroce_counters *c2;
+		struct uroce_ipc *second;
+		struct uroce_cnt_record t;
+
+		REQUIRE(!uroce_counters_create(names2, 2, NULL, 0, 1, &c2), "create second block");
+		uroce_counters_ctx(c2)[0] = 100;
+		uroce_counters_ctx(c2)[1] = 1;
+		REQUIRE(!uroce_ipc_open(&second, 0), "open second");
+		REQUIRE(!uroce_ipc_counters_register(second, "uroce0", c2), "register second");
+		err = uroce_ipc_counters_total(reader, "uroce0", 0, &t);
+		CHECK(!err && t.n == 3 && t.pid == 0 && t.qpn == 0 && t.block == 0 &&
+		      !strcmp(t.dev, "uroce0") && rec_value(&t, "tx_packets") == 5 &&
+		      rec_value(&t, "rx_packets") == 107 && rec_value(&t, "extra") == 1,
+		      "totals: err %d n %u tx %lld rx %lld extra %lld", err, t.n,
+		      rec_value(&t, "tx_packets"), rec_value(&t, "rx_packets"), rec_value(&t, "extra"));
+		err = uroce_ipc_counters_total(reader, "uroce0", 1, &t);
+		CHECK(!err && t.n == 0 && t.block == 1, "no transport block: err %d n %u", err, t.n);
+		CHECK(uroce_ipc_counters_total(reader, "uroce0", UROCE_CNT_BLOCKS, &t) == -EINVAL,
+		      "totals of a block role that does not exist");
+		CHECK(uroce_ipc_counters_total(reader, "nosuch", 0, &t) == -ENODEV,
+		      "totals of an unknown device");
+		uroce_ipc_close(second);
+		uroce_counters_destroy(c2);
 	}
 	uroce_counters_destroy(cnt);
 	uroce_ipc_close(reader);
