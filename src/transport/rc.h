@@ -53,7 +53,10 @@
 	X(LOC_QP_OP,     UROCE_AETH_NAK,    UROCE_NAK_REMOTE_OP,          IBV_WC_LOC_QP_OP_ERR,      IBV_EVENT_QP_FATAL)        \
 	X(MW_BIND,       UROCE_AETH_ACK,    0,                            IBV_WC_MW_BIND_ERR,        IBV_EVENT_QP_FATAL)        \
 	X(RETRY_EXC,     UROCE_AETH_ACK,    0,                            IBV_WC_RETRY_EXC_ERR,      IBV_EVENT_QP_FATAL)        \
-	X(RNR_RETRY_EXC, UROCE_AETH_ACK,    0,                            IBV_WC_RNR_RETRY_EXC_ERR,  IBV_EVENT_QP_FATAL)
+	X(RNR_RETRY_EXC, UROCE_AETH_ACK,    0,                            IBV_WC_RNR_RETRY_EXC_ERR,  IBV_EVENT_QP_FATAL)        \
+	/* found by the completer in a response (rc_comp.c; no NAK: a requester never NAKs) */ \
+	X(BAD_RESP,      UROCE_AETH_ACK,    0,                            IBV_WC_BAD_RESP_ERR,       IBV_EVENT_QP_FATAL)        \
+	X(RESP_LEN,      UROCE_AETH_ACK,    0,                            IBV_WC_LOC_LEN_ERR,        IBV_EVENT_QP_FATAL)
 
 enum uroce_rc_err {
 #define X(n, k, c, s, e) UROCE_RC_ERR_##n,
@@ -82,6 +85,7 @@ const char *uroce_rc_err_name(enum uroce_rc_err e);
 	X(DUP_UNKNOWN, "duplicate READ/atomic with no saved resource")       \
 	X(RESP_PSN, "response or ACK outside the outstanding PSNs")          \
 	X(RESP_OPCODE, "response of an unexpected kind for the WQE")         \
+	X(RESP_GAP, "response after a missing one: dropped, go back asked")  \
 	X(RESP_QP_ERR, "response for a QP in error")                         \
 	X(WRONG_TRANSPORT, "opcode of another transport for this QP")        \
 	X(TX_FAIL, "send failed (socket buffer full): left to retransmission") \
@@ -126,6 +130,7 @@ struct uroce_rc_swqe {
 	uint32_t read_done;              /* READ: response bytes placed */
 	uint64_t atomic_orig;
 	uint8_t started, sent, done;     /* started: PSNs assigned; sent: all request packets out; done: acked */
+	uint8_t pieces;                  /* READ: asked again in pieces (rc_req.c): a LAST may end a piece */
 	enum ibv_wc_status status;
 };
 
@@ -181,7 +186,7 @@ enum uroce_resp_state {
 };
 enum uroce_comp_state {
 #define UROCE_COMP_STATES(X) X(CHECK_PSN) X(CHECK_ACK) X(READ) X(ATOMIC) X(ACK_WQES) \
-	X(RETRY) X(RNR) X(ERROR) X(DONE)
+	X(IMPLIED_NAK) X(RETRY) X(RNR) X(ERROR) X(DONE)
 #define X(n) UROCE_COMP_##n,
 	UROCE_COMP_STATES(X)
 #undef X
@@ -212,6 +217,9 @@ struct uroce_rc {
 	uint32_t comp_psn;               /* oldest PSN not yet acknowledged */
 	uint32_t retry_left, rnr_left;   /* 7 = forever (rxe); reloaded on progress */
 	bool rnr_wait;                   /* requester paused by an RNR NAK */
+	bool rd_cont;                    /* a READ response FIRST/MIDDLE was the last placed: */
+	uint32_t rd_cont_psn;            /* ...MIDDLE or LAST must follow at this PSN, unless */
+	uint64_t rd_cont_retx;           /* ...a request was sent again since (st.retransmissions) */
 
 	/* timers (timers.c), CLOCK_MONOTONIC ns, 0 = off */
 	uint64_t t_retrans, t_rnr;

@@ -148,6 +148,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 				       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 0
 				       : npkts_for(rc, sw->len) - 1);
 		sw->read_done = 0;
+		sw->pieces = 0;
 		sw->started = 1;
 		sw->done = 0;
 		sw->status = IBV_WC_SUCCESS;
@@ -171,8 +172,10 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		 * arrived: then the responder holds the whole original request as its resource;
 		 * before, the original may have been lost and this request is the new one. */
 		if (psn_before(psn, rc->high_psn) && sw->read_done &&
-		    p.reth.len > UROCE_RC_READ_RETRY_PKTS * rc->mtu)
+		    p.reth.len > UROCE_RC_READ_RETRY_PKTS * rc->mtu) {
 			p.reth.len = UROCE_RC_READ_RETRY_PKTS * rc->mtu;
+			sw->pieces = 1;     /* the completer accepts a LAST at the piece's end */
+		}
 		last = off + p.reth.len >= sw->len;
 		n = 0;
 		break;
