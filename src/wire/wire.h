@@ -524,7 +524,8 @@ long uroce_pkt_encode(uint8_t *buf, size_t cap, const struct uroce_pkt *p);
 	X(PAYLOAD_LENGTH, "payload length wrong for the opcode")                       \
 	X(PAYLOAD_EXCEEDS_MTU, "payload larger than the path MTU")                     \
 	X(PAYLOAD_NOT_PMTU, "first/middle packet payload is not exactly the path MTU") \
-	X(BAD_ICRC, "ICRC mismatch")
+	X(BAD_ICRC, "ICRC mismatch")                                                   \
+	X(BAD_ICRC_ID, "ICRC matches only for an IPv4 ID this sender does not use")
 
 enum uroce_rx_err {
 #define X(n, d) UROCE_RX_##n,
