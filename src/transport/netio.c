@@ -33,7 +33,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ipc/ipc.h"
