@@ -7,9 +7,10 @@
  *                      receive check accepts none, and refuses exactly those as BAD_ID; every
  *                      good packet is accepted.
  *   single_byte_errors every single-byte error of packets of 16..300 bytes (up to 4124 with
- *                      UROCE_RXID_MAXLEN=4124, minutes; single-bit flips,
+ *                      UROCE_RXID_MAXLEN=4124, ten minutes; single-bit flips,
  *                      UROCE_FAULT's corruption, included): some are ID changes to the ICRC;
- *                      none accepted from a uroce sender nor a streaming Linux sender.
+ *                      none accepted from a uroce sender, nor (16..300) from a streaming
+ *                      Linux sender.
  *   linux_sender       a sender whose IDs follow Linux's counter (ip_idents_reserve: +1 per
  *                      packet plus a random jump below the jiffies since the counter's last
  *                      use, HZ 1000), with other packets of the same counter sent elsewhere:
@@ -209,15 +210,18 @@ static enum uroce_icrc_status check_undone(struct uroce_icrc_rx *rx, const struc
 /* Every single-byte error (every position, every value: single-bit flips, UROCE_FAULT's
  * corruption, included) of packets of 16..300 bytes.  The ICRC cannot tell some of them
  * from an Identification change, more often than random errors; the receive check
- * accepts none of them, from a uroce sender (packet with ID 0) nor from a Linux sender
- * streaming (its packet 10 us after the one before). */
+ * accepts none of them from a uroce sender (packet with ID 0), and from a Linux sender
+ * streaming (its packet 10 us after the one before) no more than its window's share of
+ * those the any-ID check accepts (none for 16..300 bytes; over every length up to 4124,
+ * 1: a packet whose ID is one of the XOR differences such errors make, turned into ID 0). */
 static void test_single_byte_errors(void **state)
 {
 	static uint8_t p[4124];
 	struct uroce_icrc_rx *rx = calloc(1, sizeof(*rx));
 	struct uroce_icrc_addr uro, lin;
-	unsigned long long n = 0, old_ok = 0, uro_ok = 0, lin_ok = 0;
+	unsigned long long n = 0, old_ok[2] = { 0 }, uro_ok = 0, lin_ok = 0;
 	uint64_t t = 1000000000ull;
+	double lin_share;
 	/* UROCE_RXID_MAXLEN=4124: every length up to MTU 4096's largest packet (minutes). */
 	const char *env = getenv("UROCE_RXID_MAXLEN");
 	size_t maxlen = env ? strtoul(env, NULL, 0) : 300;
@@ -246,8 +250,8 @@ static void test_single_byte_errors(void **state)
 				for (unsigned v = 1; v < 256; v++) {
 					p[at] ^= (uint8_t)v;
 					n++;
-					old_ok += uroce_icrc_verify(a, p, len, UROCE_ICRC_RX_SOLVE_ID, NULL) !=
-						  UROCE_ICRC_BAD;
+					old_ok[who] += uroce_icrc_verify(a, p, len, UROCE_ICRC_RX_SOLVE_ID,
+									 NULL) != UROCE_ICRC_BAD;
 					if (accepted(check_undone(rx, a, p, len, 0, t + 10000)))
 						*(who ? &lin_ok : &uro_ok) += 1;
 					p[at] ^= (uint8_t)v;
@@ -255,12 +259,18 @@ static void test_single_byte_errors(void **state)
 			}
 		}
 	}
+	/* What the Linux sender's S holds 10 us on: the window, 33 behind, ID 0, hint, next. */
+	lin_share = (UROCE_ICRC_ID_WINDOW + 10 + UROCE_ICRC_ID_BACK + 1 + 3) / 65536.0;
 	printf("# %llu single-byte errors of 16..%zu-byte packets: the any-ID check accepted %llu "
-	       "(%.2f x 2^-16); the receive check accepted %llu from a uroce sender, %llu from a "
-	       "Linux sender\n", n, maxlen, old_ok, old_ok * 65536.0 / n, uro_ok, lin_ok);
-	assert_true(old_ok > 0);
+	       "(%.2f x 2^-16); the receive check accepted %llu of the uroce sender's %llu, %llu of the "
+	       "Linux sender's %llu (its window's share: %.1f)\n", n, maxlen, old_ok[0] + old_ok[1],
+	       (old_ok[0] + old_ok[1]) * 65536.0 / n, uro_ok, old_ok[0], lin_ok, old_ok[1],
+	       old_ok[1] * lin_share);
+	assert_true(old_ok[0] > 0 && old_ok[1] > 0);
 	assert_int_equal(uro_ok, 0);
-	assert_int_equal(lin_ok, 0);
+	assert_true(lin_ok <= old_ok[1] * lin_share + 4 * __builtin_sqrt(old_ok[1] * lin_share) + 1);
+	if (maxlen <= 300)
+		assert_int_equal(lin_ok, 0);
 	free(rx);
 }
 
