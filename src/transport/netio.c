@@ -129,6 +129,11 @@ struct uroce_netio {
 	uint64_t own[C_NUM];               /* used when there is no shared block */
 	uint64_t *c;                       /* the C_* counters: cnt's or own */
 	uint64_t rx_drop[UROCE_RX_NUM];    /* by reason (not published: too many names) */
+
+	/* The IPv4 Identifications each sender uses (uroce_icrc_rx_check), under rx_lock;
+	 * rx_now is the clock of the batch being delivered (0: not read yet). */
+	struct uroce_icrc_rx idrx;
+	uint64_t rx_now;
 };
 
 struct uroce_netio_tx {
@@ -174,6 +179,13 @@ static bool env_off(const char *name)
 	const char *v = getenv(name);
 
 	return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"));
+}
+
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"));
 }
 
 /* ---------------------------------------------------------------- open / close */
@@ -282,6 +294,9 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 		goto fail;
 	}
 	nio->gso = !env_off("UROCE_NETIO_GSO");
+	/* For IPv4 senders whose Identifications follow no pattern (docs/netio.md): accept
+	 * any ID the ICRC allows, with 16 bits of checking, as before issue #17. */
+	nio->idrx.any_id = env_on("UROCE_NETIO_ICRC_ANY_ID");
 
 	ret = uroce_ipc_rx_socket(ctx->ipc, ctx->dev->ibdev.name, &nio->fd);
 	if (!ret)
@@ -825,12 +840,12 @@ static void count_drop(struct uroce_netio *nio, enum uroce_rx_err e)
 {
 	__atomic_fetch_add(&nio->rx_drop[e], 1, __ATOMIC_RELAXED);
 	ctr_add(nio, C_RX_DROPS, 1);
-	if (e == UROCE_RX_BAD_ICRC)
+	if (e == UROCE_RX_BAD_ICRC || e == UROCE_RX_BAD_ICRC_ID)
 		ctr_add(nio, C_RX_BAD_ICRC, 1);
 }
 
 /* Validate and deliver one RoCEv2 packet; @id_hint is the IPv4 Identification its sender
- * most likely gave it (its index in a GRO buffer: uroce_icrc_verify_hint).  Returns fn's
+ * most likely gave it (its index in a GRO buffer: uroce_icrc_rx_check).  Returns fn's
  * result (non-zero: stop). */
 static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 		  const struct sockaddr_in6 *from, const struct rx_meta *meta, uint16_t id_hint,
@@ -861,11 +876,15 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	ia.dport = ROCE_PORT;
 	e = uroce_pkt_validate(buf, len, &rc, &p.pkt);
 	if (e == UROCE_RX_OK) {
-		/* RoCEv2 Annex A17.3.3: a bad ICRC is a silent drop. */
-		p.pkt.icrc_status = uroce_icrc_verify_hint(&ia, buf, len, UROCE_ICRC_RX_SOLVE_ID,
-							   id_hint, &p.pkt.ip_id);
+		/* RoCEv2 Annex A17.3.3: a bad ICRC is a silent drop.  Over IPv4 the ICRC is
+		 * checked for the Identifications this sender uses, not for any (issue #17:
+		 * any would let 2^-16 of the corrupted packets through; docs/wire.md). */
+		p.pkt.icrc_status = uroce_icrc_rx_check(&nio->idrx, &ia, buf, len, id_hint,
+							&nio->rx_now, &p.pkt.ip_id);
 		if (p.pkt.icrc_status == UROCE_ICRC_BAD)
 			e = UROCE_RX_BAD_ICRC;
+		else if (p.pkt.icrc_status == UROCE_ICRC_BAD_ID)
+			e = UROCE_RX_BAD_ICRC_ID;
 	}
 	if (e != UROCE_RX_OK) {
 		count_drop(nio, e);
@@ -957,6 +976,7 @@ again:
 		if (got <= 0)
 			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
 		dgrams += got;
+		nio->rx_now = 0;   /* read by the ICRC check if it needs it (uroce_icrc_rx_check) */
 		for (int k = 0; k < got; k++) {
 			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
 			const uint8_t *buf = nio->rx_iov[k].iov_base;

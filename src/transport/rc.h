@@ -94,7 +94,8 @@ const char *uroce_rc_err_name(enum uroce_rc_err e);
 	X(UD_RX_LEN, "UD: message longer than the receive WQE (LOC_LEN_ERR)") \
 	X(UD_TOO_LONG, "UD: send longer than the port MTU, not sent (C10-93.1.1)") \
 	X(UC_MSG_LOST, "UC: message abandoned (a packet of it lost or malformed)") \
-	X(UC_RKEY, "UC: WRITE with a bad R_Key / range: message dropped")
+	X(UC_RKEY, "UC: WRITE with a bad R_Key / range: message dropped") \
+	X(BAD_PKEY, "BTH P_Key does not match the QP's P_Key table entry (IBA 9.6.1.1)")
 
 enum uroce_rc_drop {
 #define X(n, d) UROCE_RC_DROP_##n,
@@ -271,6 +272,10 @@ void uroce_rc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Timers: run every timer of the QP due at @now; return the next deadline (0 = none). */
 uint64_t uroce_rc_timers_run(struct uroce_qp *qp, uint64_t now);
 uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp);
+/* IBA 9.6.1.1: does @pkt's BTH P_Key match the port's P_Key table entry at the QP's P_Key
+ * index (IBA 10.9 matching rules)?  If not, counts the drop (BAD_PKEY) and returns false:
+ * the caller drops the packet silently, request or response, RC, UC or UD alike. */
+bool uroce_rc_pkey_ok(struct uroce_rc *rc, const struct uroce_pkt *pkt);
 /* Release qp->lock and raise the error recorded while it was held, if any. */
 void uroce_rc_unlock_qp(struct uroce_qp *qp);
 /* Copy the QP's counters (any lock state; a torn read of one counter is acceptable). */

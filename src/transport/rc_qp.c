@@ -326,6 +326,20 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 
 /* ------------------------------------------------------------ input */
 
+bool uroce_rc_pkey_ok(struct uroce_rc *rc, const struct uroce_pkt *pkt)
+{
+	const struct uroce_qp *qp = rc->qp;
+	uint16_t k;
+
+	/* The device's table as ibv_query_pkey reports it, at the QP's index (port 1: the
+	 * only one; modify_qp accepted the index against the same table). */
+	if (uroce_query_pkey(qp->uctx, 1, qp->attr.pkey_index, &k) == 0 &&
+	    uroce_pkey_match(pkt->bth.pkey, k))
+		return true;
+	rc->st.drops[UROCE_RC_DROP_BAD_PKEY]++;
+	return false;
+}
+
 void uroce_rc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
@@ -337,6 +351,10 @@ void uroce_rc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		rc->st.drops[UROCE_RC_DROP_WRONG_TRANSPORT]++;
 		return;
 	}
+	/* IBA 9.6.1.1: a P_Key of another partition is dropped silently, before anything of
+	 * the packet is looked at: no ACK, no NAK, for requests and responses alike. */
+	if (!uroce_rc_pkey_ok(rc, pkt))
+		return;
 	rc->st.rx_packets++;
 	rc->st.rx_bytes += pkt->payload_len;
 	if (pkt->op->mask & UROCE_OPF_REQ) {

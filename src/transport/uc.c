@@ -146,6 +146,10 @@ void uroce_uc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		rc->st.drops[UROCE_RC_DROP_WRONG_TRANSPORT]++;
 		return;
 	}
+	/* IBA 9.6.1.1: another partition's packet is dropped silently; it neither advances
+	 * the expected PSN nor loses the message in progress. */
+	if (!uroce_rc_pkey_ok(rc, pkt))
+		return;
 	rc->st.rx_packets++;
 	rc->st.rx_bytes += pl;
 	if (s != IBV_QPS_RTR && s != IBV_QPS_RTS && s != IBV_QPS_SQD && s != IBV_QPS_SQE) {

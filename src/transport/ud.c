@@ -183,6 +183,11 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *rp)
 		rc->st.drops[UROCE_RC_DROP_WRONG_TRANSPORT]++;
 		return;
 	}
+	/* IBA 9.6.1.1: the P_Key is compared with the table entry at the QP's P_Key index
+	 * (before the Q_Key, C9-44); a mismatch is dropped silently.  A multicast datagram is
+	 * checked by every attached QP against its own entry. */
+	if (!uroce_rc_pkey_ok(rc, pkt))
+		return;
 	rc->st.rx_packets++;
 	rc->st.rx_bytes += pkt->payload_len;
 	/* IBA 10.3.1: a UD QP receives in RTR, RTS, SQD and SQE. */
@@ -224,7 +229,7 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *rp)
 		wc.byte_len = UROCE_UD_GRH_LEN + pkt->payload_len;
 		wc.src_qp = pkt->deth.srcqp;
 		wc.wc_flags = IBV_WC_GRH;
-		wc.pkey_index = 0;
+		wc.pkey_index = qp->attr.pkey_index;   /* the entry the P_Key matched */
 		if (pkt->op->mask & UROCE_OPF_IMM) {
 			wc.wc_flags |= IBV_WC_WITH_IMM;
 			wc.imm_data = htobe32(pkt->imm);

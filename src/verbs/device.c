@@ -633,7 +633,7 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 	a->max_srq = UROCE_MAX_SRQ;
 	a->max_srq_wr = UROCE_MAX_SRQ_WR;
 	a->max_srq_sge = UROCE_MAX_SRQ_SGE;
-	a->max_pkeys = 1;
+	a->max_pkeys = UROCE_PKEY_TBL_LEN;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = UROCE_NUM_PORTS;
 	mcast_limits(a);
@@ -658,6 +658,20 @@ int uroce_query_device_ex(struct uroce_context *ctx, const struct ibv_query_devi
 	full.phys_port_cnt_ex = UROCE_NUM_PORTS;
 	/* Never write past what the caller's struct holds (abi-compat §3.2). */
 	memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
+	return 0;
+}
+
+/* rxe's table: one entry, the default partition with full membership (no subnet manager
+ * assigns partitions on Ethernet).  One table for every device: a per-device table would
+ * live in the daemon's device table and come with the device info. */
+static const uint16_t pkey_table[UROCE_PKEY_TBL_LEN] = { UROCE_PKEY_DEFAULT };
+
+int uroce_query_pkey(const struct uroce_context *ctx, uint8_t port, unsigned index, uint16_t *pkey)
+{
+	(void)ctx;
+	if (port != 1 || index >= UROCE_PKEY_TBL_LEN)
+		return -EINVAL;
+	*pkey = pkey_table[index];
 	return 0;
 }
 
@@ -758,7 +772,7 @@ int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_at
 	a->gid_tbl_len = UROCE_MAX_GIDS;
 	a->port_cap_flags = IBV_PORT_CM_SUP;
 	a->max_msg_sz = UROCE_MAX_MSG_SZ;
-	a->pkey_tbl_len = 1;
+	a->pkey_tbl_len = UROCE_PKEY_TBL_LEN;
 	a->max_vl_num = 1;
 	a->active_width = 2;                  /* 4X */
 	a->active_speed = 32;                 /* 25 Gb/s per lane (EDR) */

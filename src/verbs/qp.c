@@ -345,14 +345,14 @@ static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *a, int ma
 
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return -EINVAL;
-	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= UROCE_PKEY_TBL_LEN)
 		return -EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) && (a->qp_access_flags & ~(unsigned)QP_ACCESS_KNOWN))
 		return -EINVAL;
 	if ((mask & IBV_QP_AV) && check_ah_attr(ctx, &a->ah_attr))
 		return -EINVAL;
 	if ((mask & IBV_QP_ALT_PATH) &&
-	    (check_ah_attr(ctx, &a->alt_ah_attr) || a->alt_port_num != 1 || a->alt_pkey_index != 0))
+	    (check_ah_attr(ctx, &a->alt_ah_attr) || a->alt_port_num != 1 || a->alt_pkey_index >= UROCE_PKEY_TBL_LEN))
 		return -EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
 		return -EINVAL;

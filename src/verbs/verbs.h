@@ -182,6 +182,11 @@ int uroce_query_gid(struct uroce_context *ctx, uint8_t port, unsigned index,
 		    union ibv_gid *gid, uint8_t *type, uint32_t *ifindex);
 /* Find a valid GID slot equal to `gid` of `type` (UROCE_GID_TYPE_*); index or -ENOENT. */
 int uroce_find_gid(struct uroce_context *ctx, uint8_t port, const union ibv_gid *gid, uint8_t type);
+/* The port's P_Key table (IBA 10.9), as ibv_query_pkey reports it and the receive check
+ * (IBA 9.6.1.1, transport/rc_qp.c) reads it: UROCE_PKEY_TBL_LEN entries; entry @index of
+ * @port in *pkey (host order).  0 or -EINVAL (no such port or index). */
+#define UROCE_PKEY_TBL_LEN 1
+int uroce_query_pkey(const struct uroce_context *ctx, uint8_t port, unsigned index, uint16_t *pkey);
 /* Largest IB MTU that fits in a netdev MTU (rxe's rule). */
 enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu);
 

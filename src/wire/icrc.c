@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <isa-l/crc.h>
 
@@ -353,4 +354,151 @@ enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const 
 					 size_t len, unsigned flags, uint16_t *ip_id)
 {
 	return uroce_icrc_verify_hint(a, pkt, len, flags, 0, ip_id);
+}
+
+/* ---------------------------------------------------------------------------
+ * Receive with what is known of the sender (icrc.h, docs/wire.md "Which Identifications a
+ * receiver accepts").
+ */
+#define PEER_WAYS 4
+#define PEER_SETS (UROCE_ICRC_PEERS / PEER_WAYS)
+_Static_assert((PEER_SETS & (PEER_SETS - 1)) == 0, "the peer table has a power-of-two number of sets");
+
+static struct uroce_icrc_peer *peer_set(struct uroce_icrc_rx *rx, uint32_t src, uint32_t dst)
+{
+	uint32_t h = (src ^ (dst * 0x9E3779B1u)) * 0x85EBCA6Bu;
+
+	return &rx->peer[((h >> 16) & (PEER_SETS - 1)) * PEER_WAYS];
+}
+
+/* How far past an ID the next one of a Linux sender may be, @ns apart: the jiffies' random
+ * jump is below 1 per ms; the rest is the sender's other packets in between (to other
+ * receivers whose address pair hashes to the same counter, or to other processes here),
+ * bounded by one per UROCE_ICRC_ID_NS.  From 65 ms apart on, every ID but the last. */
+static uint32_t id_window(uint64_t ns)
+{
+	uint64_t w = UROCE_ICRC_ID_WINDOW + ns / UROCE_ICRC_ID_NS;
+
+	return w > 0xFFFF ? 0xFFFF : (uint32_t)w;
+}
+
+/* @id is 1..@w after @from (mod 2^16). */
+static bool id_after(uint16_t id, uint16_t from, uint32_t w)
+{
+	uint16_t d = (uint16_t)(id - from);
+
+	return d >= 1 && d <= w;
+}
+
+static uint64_t since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
+/* *now, read from CLOCK_MONOTONIC if the caller has not (never 0: 0 marks a free slot). */
+static uint64_t clock_ns(uint64_t *now)
+{
+	if (!*now) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		*now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
+	return *now ? *now : 1;
+}
+
+enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struct uroce_icrc_addr *a,
+					   const uint8_t *pkt, size_t len, uint16_t id_hint,
+					   uint64_t *now, uint16_t *ip_id)
+{
+	struct uroce_icrc_peer *set, *p = NULL;
+	enum uroce_icrc_status st;
+	uint32_t src, dst, qpn;
+	uint16_t id = 0;
+	bool ok, fwd = false, back = false, uroce;
+	int run = -1;
+
+	if (ip_id)
+		*ip_id = 0;
+	st = uroce_icrc_verify_hint(a, pkt, len, UROCE_ICRC_RX_SOLVE_ID, id_hint, &id);
+	if (st == UROCE_ICRC_BAD || a->family != AF_INET)
+		return st;
+	if (ip_id)
+		*ip_id = id;
+	st = id ? UROCE_ICRC_OK_ID : UROCE_ICRC_OK;
+	if (rx->any_id)
+		return st;
+
+	memcpy(&src, &a->src.v4, 4);
+	memcpy(&dst, &a->dst.v4, 4);
+	qpn = (uroce_get_be32(pkt + 4) & 0xFFFFFFu) | 1u << 31;  /* BTH DestQP (len >= 16) */
+	set = peer_set(rx, src, dst);
+	for (int w = 0; w < PEER_WAYS; w++)
+		if (set[w].last_ns && set[w].src == src && set[w].dst == dst)
+			p = &set[w];
+
+	if (!p) {
+		/* Never seen (or forgotten): any ID.  Take a free way, else the one that has
+		 * gone the most packets without one accepted. */
+		p = &set[0];
+		for (int w = 1; w < PEER_WAYS && p->last_ns; w++)
+			if (!set[w].last_ns || rx->tick - set[w].used > rx->tick - p->used)
+				p = &set[w];
+		memset(p, 0, sizeof(*p));
+		p->src = src;
+		p->dst = dst;
+		p->zeros = id == 0;
+		p->last = id;
+		p->last_ns = clock_ns(now);
+		goto accepted;
+	}
+
+	for (int r = 0; r < UROCE_ICRC_RUNS; r++)
+		if (p->runs[r].qpn == qpn && p->runs[r].sport == a->sport)
+			run = r;
+	/* What uroce sends: ID 0 (single packets), k for segment k of a GSO send, which is
+	 * either its index in our GRO buffer or the one after the previous segment. */
+	uroce = id == 0 || id == id_hint || (run >= 0 && id == p->runs[run].next);
+	if (p->zeros >= 2) {
+		ok = uroce;     /* a uroce sender: never solved for another ID again */
+	} else {
+		uint64_t t = clock_ns(now);
+
+		fwd = id_after(id, p->last, id_window(since(t, p->last_ns)));
+		/* Up to UROCE_ICRC_ID_BACK behind the newest, or the newest again (a packet
+		 * the network reordered or duplicated). */
+		back = id == p->last || id_after(p->last, id, UROCE_ICRC_ID_BACK);
+		ok = uroce || fwd || back ||
+		     (p->misses && id_after(id, p->miss, id_window(since(t, p->miss_ns))));
+	}
+	if (!ok) {
+		if (p->zeros < 2) {
+			if (p->misses < 255)
+				p->misses++;
+			p->miss = id;
+			p->miss_ns = clock_ns(now);
+		}
+		return UROCE_ICRC_BAD_ID;
+	}
+	/* An ID 0 that Linux's counter does not explain (it was not due): a uroce sender,
+	 * once it happened twice (the first packet of a sender counts). */
+	if (id == 0 && !fwd && p->zeros < 2)
+		p->zeros++;
+	/* A reordered packet (behind the newest) does not take the newest's place. */
+	if (fwd || !back)
+		p->last = id;
+	if (p->zeros < 2)
+		p->last_ns = clock_ns(now);
+	p->misses = 0;
+accepted:
+	p->used = ++rx->tick;
+	/* The run this packet continues (or starts), for the next segment after it. */
+	if (run < 0) {
+		run = p->run_rr;
+		p->run_rr = (uint8_t)((p->run_rr + 1) % UROCE_ICRC_RUNS);
+		p->runs[run].qpn = qpn;
+		p->runs[run].sport = a->sport;
+	}
+	p->runs[run].next = (uint16_t)(id + 1);
+	return st;
 }

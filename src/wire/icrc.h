@@ -46,6 +46,9 @@ enum uroce_icrc_status {
 	UROCE_ICRC_OK_ID,   /* IPv4 only: matched for exactly one Identification value,
 			     * recovered from the ICRC; 16 bits of checking remained */
 	UROCE_ICRC_BAD,
+	UROCE_ICRC_BAD_ID,  /* uroce_icrc_rx_check: the ICRC matches for one Identification
+			     * only, and this sender would not have used it (a corruption, or a
+			     * sender whose IDs follow no pattern uroce knows) */
 };
 
 /* Flags of uroce_icrc_verify(). */
@@ -97,6 +100,75 @@ enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const 
 enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, const uint8_t *pkt,
 					      size_t len, unsigned flags, uint16_t id_hint,
 					      uint16_t *ip_id);
+
+/*
+ * Receive with what is known of the sender: the IPv4 Identifications it uses
+ * (docs/wire.md "Which Identifications a receiver accepts").  uroce_icrc_verify_hint
+ * finds the one ID (if any) that makes the ICRC match; a corrupted packet has one with
+ * probability 2^-16.  Accepting any such ID would let 2^-16 of the corruptions through,
+ * so the ID must also be one this sender (source and destination address) would have
+ * sent:
+ *   - a uroce sender (it has sent ID 0 twice where Linux's counter would not have been
+ *     at 0): ID 0, the hint (the segment's index in a GRO buffer), or the ID after the
+ *     last one accepted from the same source port for the same QP (the next segment of
+ *     a GSO run, when the receiver's GRO split it);
+ *   - any other sender (Linux: a counter per address pair, +1 per packet, plus a random
+ *     jump of less than the jiffies since its last use): those three, or an ID at most
+ *     UROCE_ICRC_ID_WINDOW + (time since the last accepted packet) / 1 us after the last
+ *     accepted one, or at most UROCE_ICRC_ID_BACK before it or equal to it (reordering,
+ *     duplicates); after a refused
+ *     ID, also the same window after that ID (the sender's counter jumped: one packet is
+ *     lost, the next is accepted);
+ *   - a sender never seen (or forgotten: the table holds UROCE_ICRC_PEERS senders): any
+ *     ID (its first packet has 16 bits of checking, as before).
+ * Accepting one of a set S of IDs lets a corrupted packet through with probability
+ * |S| / 2^32: at most 3 * 2^-32 from a uroce sender, about (UROCE_ICRC_ID_WINDOW +
+ * UROCE_ICRC_ID_BACK + 3 + gap in us) / 2^32 from a Linux sender (docs/wire.md).
+ *
+ * The state is the caller's (struct uroce_icrc_rx, zeroed before first use; not
+ * thread-safe: one caller at a time), the time too: *@now_ns in ns of CLOCK_MONOTONIC (or
+ * any monotonic clock the caller always uses); 0 means "not read yet": the call reads
+ * CLOCK_MONOTONIC if it needs the time and stores it there, so that a batch of packets
+ * reads it at most once (and a uroce sender's packets never).
+ * IPv6 has no Identification: the plain 32-bit check, the state untouched.
+ * Returns UROCE_ICRC_OK (ID 0 matched), UROCE_ICRC_OK_ID (*ip_id, non-zero, matched and
+ * accepted), UROCE_ICRC_BAD (no ID matches) or UROCE_ICRC_BAD_ID (*ip_id matches but is
+ * not accepted).  With rx->any_id every matching ID is accepted (the behaviour before
+ * this check existed; UROCE_NETIO_ICRC_ANY_ID=1 in netio, for senders with random IDs).
+ */
+#define UROCE_ICRC_PEERS 512            /* senders remembered (128 sets of 4) */
+#define UROCE_ICRC_ID_WINDOW 128        /* IDs a Linux sender may skip at no time apart */
+#define UROCE_ICRC_ID_NS 1000           /* ... and one more per this many ns apart */
+#define UROCE_ICRC_ID_BACK 32           /* IDs it may arrive behind the newest (reordering) */
+#define UROCE_ICRC_RUNS 4               /* GSO runs followed per uroce sender */
+
+struct uroce_icrc_peer {
+	uint32_t src, dst;          /* IPv4 addresses (network order) */
+	uint64_t last_ns;           /* when its last accepted packet came (not kept for a
+				     * uroce sender, which needs no time); 0: a free slot */
+	uint32_t used;              /* rx->tick at its last accepted packet (replacement) */
+	uint64_t miss_ns;           /* when its last refused ID came */
+	uint16_t last;              /* the Identification of its last accepted packet */
+	uint16_t miss;              /* the last refused ID (misses > 0) */
+	uint8_t zeros;              /* ID-0 packets Linux's counter does not explain; 2: uroce */
+	uint8_t misses;             /* IDs refused since the last accepted packet */
+	uint8_t run_rr;             /* the runs[] slot to reuse next */
+	struct {
+		uint32_t qpn;       /* destination QPN | 1 << 31 (0: unused) */
+		uint16_t sport;
+		uint16_t next;      /* the ID the next segment of this run carries */
+	} runs[UROCE_ICRC_RUNS];
+};
+
+struct uroce_icrc_rx {
+	struct uroce_icrc_peer peer[UROCE_ICRC_PEERS];
+	uint32_t tick;              /* accepted IPv4 packets, for replacement */
+	bool any_id;
+};
+
+enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struct uroce_icrc_addr *a,
+					   const uint8_t *pkt, size_t len, uint16_t id_hint,
+					   uint64_t *now_ns, uint16_t *ip_id);
 
 /*
  * ICRC computed over a captured frame's own IP header.  @ip/@ip_len is the IP

@@ -195,6 +195,32 @@ _Static_assert(sizeof(struct uroce_wire_ieth) == 4, "IETH is 4 bytes (IBA 9.3.8)
 #define UROCE_ATOMIC_WRITE_LEN 8 /* ATOMIC WRITE carries exactly 8 bytes of payload */
 #define UROCE_GSI_QKEY 0x80010000u /* IBA 13.5 (GSI): well-known Q_Key of QP1 */
 
+/* P_Keys (IBA 10.9): the low 15 bits name the partition, bit 15 is the membership, full (1)
+ * or limited (0).  0xFFFF is the default partition with full membership, and every GSI
+ * (QP1) packet carries it (rxe, the golden captures). */
+#define UROCE_PKEY_FULL 0x8000u
+#define UROCE_PKEY_PART 0x7FFFu
+
+/* IBA 10.9 (P_Key matching) and 9.6.1.1: two P_Keys match when their low 15 bits are equal
+ * and not 0 (partition 0 is the invalid P_Key, which matches nothing, itself included), and
+ * at least one of the two is a full member (two limited members must not talk).  Pure. */
+static inline bool uroce_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & UROCE_PKEY_PART) && (a & UROCE_PKEY_PART) == (b & UROCE_PKEY_PART) &&
+	       ((a | b) & UROCE_PKEY_FULL);
+}
+
+/* The index of the first of the @n entries of a P_Key table @tbl that @pkey matches, or -1.
+ * IBA 9.6.1.1: a packet for QP1 may match any entry of the port's table (other QPs compare
+ * with the entry at their own P_Key index).  Pure. */
+static inline int uroce_pkey_find(const uint16_t *tbl, unsigned n, uint16_t pkey)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (uroce_pkey_match(pkey, tbl[i]))
+			return (int)i;
+	return -1;
+}
+
 /* AETH syndrome (IBA 9.3.5, table 44): bits 7..5 select the kind. */
 enum uroce_aeth_kind {
 	UROCE_AETH_ACK = 0,     /* low 5 bits: credit count (31 = invalid/unlimited) */
@@ -498,7 +524,8 @@ long uroce_pkt_encode(uint8_t *buf, size_t cap, const struct uroce_pkt *p);
 	X(PAYLOAD_LENGTH, "payload length wrong for the opcode")                       \
 	X(PAYLOAD_EXCEEDS_MTU, "payload larger than the path MTU")                     \
 	X(PAYLOAD_NOT_PMTU, "first/middle packet payload is not exactly the path MTU") \
-	X(BAD_ICRC, "ICRC mismatch")
+	X(BAD_ICRC, "ICRC mismatch")                                                   \
+	X(BAD_ICRC_ID, "ICRC matches only for an IPv4 ID this sender does not use")
 
 enum uroce_rx_err {
 #define X(n, d) UROCE_RX_##n,

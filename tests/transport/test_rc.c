@@ -1484,6 +1484,148 @@ static void test_huge(size_t len)
 	free(b);
 }
 
+/* ---- IBA 9.6.1.1: the P_Key of every received packet, requests and responses ---- */
+
+/* Free every packet queued on the wire; their number, and the headers of the last in *last. */
+static unsigned wire_flush(struct world *w, struct uroce_pkt *last)
+{
+	unsigned n = 0;
+
+	while (w->head) {
+		struct wpkt *p = w->head;
+
+		w->head = p->next;
+		if (last && uroce_pkt_validate(p->buf, p->len, NULL, last) != UROCE_RX_OK)
+			last->bth.opcode = 0xFF;
+		free(p);
+		n++;
+	}
+	w->tail = NULL;
+	return n;
+}
+
+/* Build @p (+ @plen payload bytes) for qp[to], with a good ICRC, and deliver it now through
+ * the wire's receive check. */
+static void deliver_crafted(struct world *w, int to, struct uroce_pkt *p, const uint8_t *payload,
+			    uint32_t plen)
+{
+	struct wpkt *q = malloc(sizeof(*q) + UROCE_RC_MAX_PKT);
+	long n;
+
+	p->bth.dqpn = w->qp[to]->qpx.qp_base.qp_num;
+	p->bth.padcnt = (uint8_t)uroce_pad_for(plen);
+	p->payload = payload;
+	p->payload_len = plen;
+	n = uroce_pkt_encode(q->buf, UROCE_RC_MAX_PKT, p);
+	CHECK(n > 0, "encode opcode 0x%02x: %ld", p->bth.opcode, n);
+	if (n > 0) {
+		q->to = to;
+		q->len = (size_t)n;
+		uroce_icrc_set(&w->addr, q->buf, q->len);
+		world_deliver(w, q);
+	}
+	free(q);
+}
+
+static void test_pkey(void)
+{
+	/* Other partitions (full and limited member), the invalid P_Key in both memberships,
+	 * and a neighbour of the default partition. */
+	static const uint16_t bad[] = { 0x1234, 0x9234, 0x0000, 0x8000, 0x7FFE, 0xFFFE };
+	/* The table's one entry is 0xFFFF, a full member: the default partition matches as a
+	 * full and as a limited member (IBA 10.9). */
+	static const uint16_t good[] = { 0xFFFF, 0x7FFF };
+	struct world_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world w;
+	struct mem m;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct uroce_pkt p, out;
+	struct uroce_rc *r0, *r1;
+	uint8_t data[64];
+	uint16_t k;
+
+	CHECK(uroce_query_pkey(NULL, 1, 0, &k) == 0 && k == 0xFFFF, "the table's entry 0 is 0xFFFF");
+	CHECK(uroce_query_pkey(NULL, 1, UROCE_PKEY_TBL_LEN, &k) == -EINVAL, "past the table");
+	world_init(&w, &o, NULL);
+	mem_init(&w, &m);
+	r0 = uroce_rc_of(w.qp[0]);
+	r1 = uroce_rc_of(w.qp[1]);
+	fill(data, sizeof(data), 9);
+	sa = (struct ibv_sge){ (uintptr_t)m.a, sizeof(data), m.ma->mr.lkey };
+	sb = (struct ibv_sge){ (uintptr_t)m.b, 4096, m.mb->mr.lkey };
+
+	/* Requests to qp[1]'s responder: a SEND_ONLY with AckReq at the expected PSN. */
+	CHECK(post_recv(&w, 1, 1, &sb, 1) == 0, "recv");
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint32_t psn = r1->resp_psn;
+
+		memset(&p, 0, sizeof(p));
+		p.bth.opcode = UROCE_OP_RC | UROCE_OP_SEND_ONLY;
+		p.bth.ackreq = true;
+		p.bth.psn = psn;
+		p.bth.pkey = bad[i];
+		deliver_crafted(&w, 1, &p, data, sizeof(data));
+		CHECK(wire_flush(&w, NULL) == 0, "request with P_Key 0x%04x: no ACK or NAK", bad[i]);
+		CHECK(uroce_cq_poll(w.cq[1], 1, &wc) == 0, "request with P_Key 0x%04x: not received", bad[i]);
+		CHECK(r1->resp_psn == psn, "request with P_Key 0x%04x: expected PSN still %u (now %u)",
+		      bad[i], psn, r1->resp_psn);
+		CHECK(r1->st.drops[UROCE_RC_DROP_BAD_PKEY] == i + 1, "request with P_Key 0x%04x: drop %u counted (%llu)",
+		      bad[i], i + 1, (unsigned long long)r1->st.drops[UROCE_RC_DROP_BAD_PKEY]);
+	}
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint32_t psn = r1->resp_psn;
+
+		if (i)
+			CHECK(post_recv(&w, 1, 1 + i, &sb, 1) == 0, "recv");
+		memset(&p, 0, sizeof(p));
+		p.bth.opcode = UROCE_OP_RC | UROCE_OP_SEND_ONLY;
+		p.bth.ackreq = true;
+		p.bth.psn = psn;
+		p.bth.pkey = good[i];
+		deliver_crafted(&w, 1, &p, data, sizeof(data));
+		CHECK(wire_flush(&w, &out) == 1 && out.bth.opcode == (UROCE_OP_RC | UROCE_OP_ACK) &&
+			      out.bth.psn == psn,
+		      "request with P_Key 0x%04x: ACKed (opcode 0x%02x psn %u)", good[i], out.bth.opcode,
+		      out.bth.psn);
+		CHECK(uroce_cq_poll(w.cq[1], 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			      wc.byte_len == sizeof(data) && wc.wr_id == 1 + i && !memcmp(m.b, data, sizeof(data)),
+		      "request with P_Key 0x%04x: received", good[i]);
+	}
+	CHECK(r1->st.drops[UROCE_RC_DROP_BAD_PKEY] == sizeof(bad) / sizeof(bad[0]), "no more drops");
+
+	/* Responses to qp[0]'s requester: its SEND is taken off the wire, ACKs are forged. */
+	CHECK(post(&w, 0, IBV_WR_SEND, 7, &sa, 1, IBV_SEND_SIGNALED, 0, 0, 0, 0) == 0, "send");
+	CHECK(wire_flush(&w, &out) == 1 && out.bth.opcode == (UROCE_OP_RC | UROCE_OP_SEND_ONLY),
+	      "the SEND went out");
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		p.bth.opcode = UROCE_OP_RC | UROCE_OP_ACK;
+		p.bth.psn = out.bth.psn;
+		p.bth.pkey = bad[i];
+		p.aeth.syndrome = 0x1F;               /* ACK, credits invalid */
+		p.aeth.msn = 1;
+		deliver_crafted(&w, 0, &p, NULL, 0);
+		CHECK(uroce_cq_poll(w.cq[0], 1, &wc) == 0, "ACK with P_Key 0x%04x: the SEND not completed",
+		      bad[i]);
+		CHECK(r0->comp_psn == out.bth.psn, "ACK with P_Key 0x%04x: nothing acknowledged", bad[i]);
+		CHECK(r0->st.drops[UROCE_RC_DROP_BAD_PKEY] == i + 1, "ACK with P_Key 0x%04x: drop counted",
+		      bad[i]);
+	}
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = UROCE_OP_RC | UROCE_OP_ACK;
+	p.bth.psn = out.bth.psn;
+	p.bth.pkey = 0x7FFF;
+	p.aeth.syndrome = 0x1F;
+	p.aeth.msn = 1;
+	deliver_crafted(&w, 0, &p, NULL, 0);
+	CHECK(uroce_cq_poll(w.cq[0], 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 7,
+	      "ACK with P_Key 0x7FFF completes the SEND");
+	wire_flush(&w, NULL);
+	mem_fini(&m);
+	world_fini(&w);
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -1512,6 +1654,7 @@ int main(int argc, char **argv)
 	test_local_inv_mw1();
 	test_mw_bind_rules();
 	test_rereg();
+	test_pkey();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);

@@ -650,6 +650,112 @@ static void loss(enum ibv_qp_type t, unsigned nmsg)
 	world_fini(&w);
 }
 
+/* ------------------------------------------------------------ P_Key (IBA 9.6.1.1) */
+
+static void set_pkey(uint8_t *pkt, uint16_t pkey)
+{
+	uroce_put_be16(pkt + 2, pkey);        /* BTH bytes 2-3 */
+}
+
+/* UD and UC drop a packet whose P_Key does not match the QP's P_Key table entry (0xFFFF,
+ * at index 0): counted as BAD_PKEY, no completion, the receive WQE stays posted, a UC
+ * message in progress is not disturbed; the default partition as a limited member
+ * (0x7FFF) matches the full-member entry. */
+static void pkey_input(void)
+{
+	static const uint16_t bad[] = { 0x1234, 0x9234, 0x0000, 0x8000, 0x7FFE };
+	static uint8_t sbuf[4096], rbuf[8192];
+	struct world w;
+	struct uroce_mr *smr, *rmr;
+	struct uroce_ah *ah;
+	struct uroce_rc_stats st;
+	struct ibv_wc wc;
+	struct uroce_rxpkt r;
+	static struct qpkt keep[3];
+	uint8_t bth[12];
+	uint32_t psn;
+
+	world_init(&w, &(struct world_opts){ 0 }, NULL);
+	set_type(&w, IBV_QPT_UD);
+	smr = buf_mr(&w, sbuf, sizeof(sbuf));
+	rmr = buf_mr(&w, rbuf, sizeof(rbuf));
+	ah = fake_ah(&w);
+	for (int i = 0; i < 100; i++)
+		sbuf[i] = (uint8_t)(i + 1);
+
+	/* UD */
+	post_recv(w.qp[1], 1, rbuf, 2000, rmr);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(post_send(&w, ah, 30 + i, IBV_WR_SEND, sbuf, 100, smr, 0x11111111, 0, 0) == 0, "post");
+		CHECK(nwire == 1, "one UD packet");
+		set_pkey(wire[0].buf, bad[i]);
+		deliver_wire(&w, NULL, NULL);
+		uroce_rc_stats(w.qp[1], &st);
+		CHECK(st.drops[UROCE_RC_DROP_BAD_PKEY] == i + 1, "UD P_Key 0x%04x: drop counted (%llu)", bad[i],
+		      (unsigned long long)st.drops[UROCE_RC_DROP_BAD_PKEY]);
+		CHECK(poll1(w.cq[1], &wc) == 0, "UD P_Key 0x%04x: no receive completion", bad[i]);
+		CHECK(poll1(w.cq[0], &wc) == 1 && wc.status == IBV_WC_SUCCESS, "sender completes");
+	}
+	CHECK(post_send(&w, ah, 40, IBV_WR_SEND, sbuf, 100, smr, 0x11111111, 0, 0) == 0, "post");
+	set_pkey(wire[0].buf, 0x7FFF);
+	deliver_wire(&w, NULL, NULL);
+	CHECK(poll1(w.cq[1], &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 1 && wc.byte_len == 140 &&
+	      wc.pkey_index == 0 && !memcmp(rbuf + 40, sbuf, 100),
+	      "UD P_Key 0x7FFF: received into the WQE the bad ones left (status %d wr_id %llu)", wc.status,
+	      (unsigned long long)wc.wr_id);
+	poll1(w.cq[0], &wc);
+
+	/* UC: a SEND_ONLY of another partition is dropped without moving the expected PSN. */
+	set_type(&w, IBV_QPT_UC);
+	memset(rbuf, 0, sizeof(rbuf));
+	post_recv(w.qp[1], 2, rbuf, 4000, rmr);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		psn = uroce_rc_of(w.qp[1])->resp_psn;
+		CHECK(post_send(&w, NULL, 50 + i, IBV_WR_SEND, sbuf, 100, smr, 0, 0, 0) == 0, "uc post");
+		set_pkey(wire[0].buf, bad[i]);
+		deliver_wire(&w, NULL, NULL);
+		uroce_rc_stats(w.qp[1], &st);
+		CHECK(st.drops[UROCE_RC_DROP_BAD_PKEY] == sizeof(bad) / sizeof(bad[0]) + i + 1,
+		      "UC P_Key 0x%04x: drop counted", bad[i]);
+		CHECK(poll1(w.cq[1], &wc) == 0, "UC P_Key 0x%04x: no completion", bad[i]);
+		CHECK(uroce_rc_of(w.qp[1])->resp_psn == psn, "UC P_Key 0x%04x: expected PSN unchanged", bad[i]);
+		while (poll1(w.cq[0], &wc) == 1)
+			;
+		/* The sender's PSN moved on: the responder follows with the next good FIRST/ONLY. */
+	}
+	/* A message in progress: FIRST arrives, then a packet of another partition with a PSN
+	 * far ahead (it would lose the message if it were looked at), then MIDDLE and LAST. */
+	for (int i = 0; i < 3000; i++)
+		sbuf[i] = (uint8_t)(i * 3);
+	CHECK(post_send(&w, NULL, 60, IBV_WR_SEND, sbuf, 3000, smr, 0, 0, 0) == 0, "uc post");
+	CHECK(nwire == 3, "3 packets for 3000 B at MTU 1024 (got %u)", nwire);
+	memcpy(keep, wire, sizeof(keep));
+	nwire = 0;
+	r = rx_from(keep[0].buf, keep[0].len, ip4_a);
+	deliver(w.qp[1], &r);
+	memcpy(bth, keep[2].buf, sizeof(bth));
+	psn = (r.pkt.bth.psn + 7) & 0xFFFFFF;
+	uroce_put_be32(keep[2].buf + 8, (uroce_get_be32(keep[2].buf + 8) & 0xFF000000u) | psn);
+	set_pkey(keep[2].buf, 0x1234);
+	r = rx_from(keep[2].buf, keep[2].len, ip4_a);
+	deliver(w.qp[1], &r);
+	memcpy(keep[2].buf, bth, sizeof(bth));
+	for (int k = 1; k < 3; k++) {
+		r = rx_from(keep[k].buf, keep[k].len, ip4_a);
+		deliver(w.qp[1], &r);
+	}
+	CHECK(poll1(w.cq[1], &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.byte_len == 3000 &&
+	      !memcmp(rbuf, sbuf, 3000),
+	      "UC: the message completes around a packet of another partition (status %d wr_id %llu len %u)",
+	      wc.status, (unsigned long long)wc.wr_id, wc.byte_len);
+	while (poll1(w.cq[0], &wc) == 1)
+		;
+	free(ah);
+	uroce_mr_dereg(smr);
+	uroce_mr_dereg(rmr);
+	world_fini(&w);
+}
+
 int main(void)
 {
 	wire = calloc(MAXQ, sizeof(*wire));
@@ -657,6 +763,7 @@ int main(void)
 	golden_ud("rdma_cm_udaddy.pcap", 0, 1);
 	golden_uc();
 	bad_input();
+	pkey_input();
 	sq_error(IBV_QPT_UD);
 	sq_error(IBV_QPT_UC);
 	qkey_privilege();

@@ -6,6 +6,8 @@
  *   - it verifies through the receive path that does not see the IP header
  *     (uroce_icrc_verify with UROCE_ICRC_RX_SOLVE_ID), which recovers exactly
  *     the Identification in the capture;
+ *   - it passes netio's receive check that knows each sender's Identifications
+ *     (uroce_icrc_rx_check, one receiver per capture, at the capture's times);
  *   - re-encoding its decoded fields reproduces the UDP payload byte for byte.
  */
 #include <dirent.h>
@@ -30,6 +32,8 @@ static const char *data_dir;
 
 struct counts {
 	unsigned roce, nonzero_id, df_set, opcodes[256];
+	struct uroce_icrc_rx *rx;   /* one receiver per capture, in capture order and time */
+	unsigned rx_ok;
 };
 
 static int on_frame(void *arg, unsigned idx, const struct timeval *ts, const uint8_t *frame, size_t len,
@@ -79,6 +83,18 @@ static int on_frame(void *arg, unsigned idx, const struct timeval *ts, const uin
 		fail_msg("frame %u: ID 0x%04x, solver status %d id 0x%04x", idx, cap_id, p.icrc_status, p.ip_id);
 	c->opcodes[p.bth.opcode]++;
 
+	/* The receive check that knows the senders (netio's, uroce_icrc_rx_check): every packet
+	 * of Linux's counter accepted, first ones included, at the capture's own times. */
+	if (df) {
+		uint64_t now = (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_usec * 1000ull;
+		uint16_t id = 0xBEEF;
+		enum uroce_icrc_status st = uroce_icrc_rx_check(c->rx, &ia, f.payload, f.payload_len, 0, &now, &id);
+
+		if (st != (cap_id ? UROCE_ICRC_OK_ID : UROCE_ICRC_OK) || id != cap_id)
+			fail_msg("frame %u: ID 0x%04x, receive check status %d id 0x%04x", idx, cap_id, st, id);
+		c->rx_ok++;
+	}
+
 	/* Re-encode. */
 	again = malloc(f.payload_len);
 	assert_non_null(again);
@@ -105,10 +121,14 @@ static void test_all_captures(void **state)
 		if (n < 5 || strcmp(de->d_name + n - 5, ".pcap"))
 			continue;
 		memset(&c, 0, sizeof(c));
+		c.rx = calloc(1, sizeof(*c.rx));
+		assert_non_null(c.rx);
 		snprintf(path, sizeof(path), "%s/%s", data_dir, de->d_name);
 		assert_int_equal(uroce_pcap_foreach(path, on_frame, &c, err, sizeof(err)), 0);
-		printf("# %-28s %3u RoCEv2 packets, %3u with non-zero IPv4 ID (all recovered)\n", de->d_name,
-		       c.roce, c.nonzero_id);
+		printf("# %-28s %3u RoCEv2 packets, %3u with non-zero IPv4 ID (all recovered), %3u through "
+		       "the receive check\n", de->d_name, c.roce, c.nonzero_id, c.rx_ok);
+		assert_int_equal(c.rx_ok, c.df_set);
+		free(c.rx);
 		if (c.roce == 0)
 			fail_msg("%s: no RoCEv2 packets", de->d_name);
 		files++;

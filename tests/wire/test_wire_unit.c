@@ -577,6 +577,47 @@ static void test_build_hdrs_errors(void **state)
 	assert_int_equal(uroce_pkt_size(UROCE_OP_SEND_ONLY, 5), 12 + 5 + 3 + 4);
 }
 
+/* ----------------------------------------------------------- P_Key matching (IBA 10.9) */
+
+static void test_pkey_match(void **state)
+{
+	/* A table like a subnet manager's: the default partition as a limited member, then
+	 * partition 0x1234 full and 0x0042 limited. */
+	static const uint16_t tbl[] = { 0x7FFF, 0x9234, 0x0042 };
+
+	(void)state;
+	/* Every pair of keys, against the rule written out: same 15-bit partition, not the
+	 * invalid partition 0, at least one full member. */
+	for (uint32_t a = 0; a < 0x10000; a += 0x0101)
+		for (uint32_t b = 0; b < 0x10000; b += 0x0F0F) {
+			bool want = (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) &&
+				    ((a >> 15) || (b >> 15));
+
+			assert_int_equal(uroce_pkey_match((uint16_t)a, (uint16_t)b), want);
+			assert_int_equal(uroce_pkey_match((uint16_t)b, (uint16_t)a), want);
+		}
+	assert_true(uroce_pkey_match(0xFFFF, 0xFFFF));
+	assert_true(uroce_pkey_match(0x7FFF, 0xFFFF));   /* limited with full */
+	assert_true(uroce_pkey_match(0xFFFF, 0x7FFF));
+	assert_false(uroce_pkey_match(0x7FFF, 0x7FFF));  /* two limited members */
+	assert_false(uroce_pkey_match(0x1234, 0x1234));
+	assert_true(uroce_pkey_match(0x9234, 0x1234));
+	assert_false(uroce_pkey_match(0x8000, 0x8000));  /* the invalid P_Key matches nothing */
+	assert_false(uroce_pkey_match(0x0000, 0x8000));
+	assert_false(uroce_pkey_match(0xFFFE, 0xFFFF));
+	assert_false(uroce_pkey_match(0x7FFF, 0xFFFE));
+
+	/* QP1's search of the whole table (IBA 9.6.1.1). */
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0xFFFF), 0);   /* full key vs limited entry */
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x7FFF), -1);  /* limited vs limited */
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x1234), 1);
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x9234), 1);
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x8042), 2);
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x0042), -1);
+	assert_int_equal(uroce_pkey_find(tbl, 3, 0x8000), -1);
+	assert_int_equal(uroce_pkey_find(tbl, 0, 0xFFFF), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_mtu_limits),
 		cmocka_unit_test(test_aeth_and_rnr),
 		cmocka_unit_test(test_build_hdrs_errors),
+		cmocka_unit_test(test_pkey_match),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,12 +238,13 @@ UROCE_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_nu
 
 UROCE_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
 {
-	(void)context;
-	if (port_num != 1 || index != 0) {
+	uint16_t k;
+
+	if (index < 0 || uroce_query_pkey(uroce_ctx_from_ib(context), port_num, (unsigned)index, &k)) {
 		errno = EINVAL;
 		return -1;
 	}
-	*pkey = htobe16(UROCE_PKEY_DEFAULT);
+	*pkey = htobe16(k);
 	return 0;
 }
 
@@ -251,10 +252,12 @@ UROCE_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_nu
 {
 	__be16 p;
 
-	if (ibv_query_pkey(context, port_num, 0, &p))
-		return -1;
-	if (p == pkey)
-		return 0;
+	for (int i = 0; i < UROCE_PKEY_TBL_LEN; i++) {
+		if (ibv_query_pkey(context, port_num, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
 	errno = ENOENT;
 	return -1;
 }
