@@ -222,6 +222,8 @@ struct uroce_cm_ops {
 	uint32_t (*random)(void *ctx, enum uroce_cm_rand what);
 	/* Optional: events became available on channel ch (the host writes them). */
 	void (*ev_ready)(void *ctx, uint32_t ch);
+	/* Optional: one line about a refused request (for the daemon's verbose log). */
+	void (*note)(void *ctx, const char *line);
 };
 
 struct uroce_cm_config {

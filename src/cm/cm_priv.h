@@ -381,6 +381,9 @@ void ib_format_req(const struct uroce_cm *cm, const struct cm_conn *c,
 		   const struct ib_req_param *p, struct uroce_cm_msg *m);
 uint64_t ib_form_tid(const struct uroce_cm *cm, uint32_t local_id);
 
+/* A line for ops.note (printf-style; nothing when there is no note callback). */
+void cm_note(const struct uroce_cm *cm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Counting. */
 static inline void cm_count_drop(struct uroce_cm *cm, enum uroce_cm_drop d)
 {

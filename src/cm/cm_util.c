@@ -1,6 +1,8 @@
 /* cm_util.c — the connection manager's small tools: hash tables, the timer heap,
  * addresses and GIDs, and the two IBA formulas the timers and paths use. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -346,4 +348,17 @@ uint8_t cm_iboe_mtu(uint32_t netdev_mtu)
 		if (m >= (long)uroce_ib_mtu_bytes(code))
 			return code;
 	return 0;
+}
+
+void cm_note(const struct uroce_cm *cm, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	if (!cm->ops.note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	cm->ops.note(cm->ctx, line);
 }

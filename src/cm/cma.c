@@ -1145,18 +1145,31 @@ static bool validate_netdev(struct uroce_cm *cm, const struct cm_devent *d,
 	struct uroce_cm_route rt;
 	bool lo = d->d.loopback;
 
-	if (!d->d.info.port_up || !d->d.info.ifindex)
+	int r;
+
+	/* Linux asks only that the netdev exists and is IFF_UP (the REQ arrived through
+	 * it); uroce's port_up also wants carrier, which a fresh veth gets a little
+	 * later than its first packets: the netdev's existence is the test here. */
+	if (!d->d.info.ifindex) {
+		cm_note(cm, "%s: no netdev", d->d.info.name);
 		return false;
+	}
 	if (!addr_unicast((const struct sockaddr *)ours, lo, lo) ||
-	    !addr_unicast((const struct sockaddr *)remote, lo, false))
+	    !addr_unicast((const struct sockaddr *)remote, lo, false)) {
+		cm_note(cm, "%s: CMA header addresses not usable here", d->d.info.name);
 		return false;
+	}
 	if (!cm->ops.route)
 		return false;
-	if (cm->ops.route(cm->ctx, (const struct sockaddr *)remote,
+	r = cm->ops.route(cm->ctx, (const struct sockaddr *)remote,
 			  cm_sa_any((const struct sockaddr *)ours) ? NULL : (const struct sockaddr *)ours,
-			  d->d.info.ifindex, &rt))
+			  d->d.info.ifindex, &rt);
+	if (r || rt.ifindex != d->d.info.ifindex) {
+		cm_note(cm, "%s: no route to the CMA source through it (%d, ifindex %u)",
+			d->d.info.name, r, rt.ifindex);
 		return false;
-	return rt.ifindex == d->d.info.ifindex;
+	}
+	return true;
 }
 
 static void path_to_ah(const struct cm_id *id, const struct cm_path *p, struct ibv_ah_attr *ah)

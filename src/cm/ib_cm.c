@@ -1113,6 +1113,8 @@ static void rx_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const stru
 	cm_htab_add(&cm->remote_qpns, &c->by_qpn, qpn_key(c->remote_qpn, c->remote_guid));
 
 	if (!cma_ib_listening(cm, rx->dev_id, q->service_id)) {
+		cm_note(cm, "REQ 0x%08x for service 0x%llx: nobody listens", q->local_comm_id,
+			(unsigned long long)q->service_id);
 		ib_conn_free(cm, c);
 		issue_rej(cm, rx, m, UROCE_CM_FAIL_NO_LISTENER, UROCE_CM_REJ_MSG_REQ, NULL, 0);
 		return;
@@ -1136,6 +1138,7 @@ static void rx_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const stru
 		uint8_t gid0[16];
 		struct uroce_cm_msg rej;
 
+		cm_note(cm, "REQ 0x%08x: no path back (%d)", q->local_comm_id, r);
 		memcpy(gid0, d->d.info.gids[0].gid, 16);
 		format_rej(c, IB_REQ_RCVD, UROCE_CM_REJ_INVALID_GID, gid0, 16, NULL, 0, &rej);
 		ib_conn_free(cm, c);
@@ -1166,6 +1169,10 @@ static void rx_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const stru
 	}
 
 	r = cma_req(cm, c, m, rx);
+	if (r)
+		cm_note(cm, "REQ 0x%08x for service 0x%llx refused: %s", q->local_comm_id,
+			(unsigned long long)q->service_id,
+			r == -ENOMEM ? "BACKLOG" : uroce_cm_fail_info((enum uroce_cm_fail)r)->name);
 	if (r == -ENOMEM) {
 		/* cm.c cm_destroy_id(-ENOMEM) in REQ_RCVD: no REJ, the active retries. */
 		cm_count_drop(cm, UROCE_CM_DROP_BUSY);

@@ -250,6 +250,13 @@ static int cm_local_addr(void *ctx, const struct sockaddr *sa, uint32_t *ifindex
 	return *ifindex ? 0 : -EADDRNOTAVAIL;
 }
 
+static void cm_note_log(void *ctx, const char *line)
+{
+	(void)ctx;
+	if (uroced_verbose)
+		uroced_log("cm: %s\n", line);
+}
+
 static uint32_t cm_random(void *ctx, enum uroce_cm_rand what)
 {
 	uint32_t v;
@@ -530,6 +537,7 @@ int uroced_cm_init(struct uroced *d)
 		.route = cm_route,
 		.local_addr = cm_local_addr,
 		.random = cm_random,
+		.note = cm_note_log,
 	};
 	struct uroce_cm_config cfg;
 	struct uroced_cm *g = calloc(1, sizeof(*g));

@@ -7,6 +7,10 @@
  *   kill   a client killed mid-connection: the peer sees REJECTED (REQ_SENT) or
  *          DISCONNECTED (established); a port nobody listens on: REJECTED 8
  *   proto  malformed records close the connection; foreign handles are refused
+ *   serve ADDR PORT   listen on ADDR:PORT, take one connection, wait for the peer to
+ *                     disconnect, answer; prints "served"   (tests/cm/cm_veth.sh)
+ *   dial ADDR PORT    connect to ADDR:PORT and disconnect; prints "dialed", or
+ *                     "rejected N" / "unreachable N"
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -126,12 +130,20 @@ static uint32_t create(struct side *s, uint32_t ps, uint32_t qpt)
 
 static void sa4(struct sockaddr_storage *ss, const char *ip, uint16_t port)
 {
-	struct sockaddr_in *s = (struct sockaddr_in *)ss;
-
 	memset(ss, 0, sizeof(*ss));
-	s->sin_family = AF_INET;
-	inet_pton(AF_INET, ip, &s->sin_addr);
-	s->sin_port = htons(port);
+	if (strchr(ip, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+		s6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, ip, &s6->sin6_addr);
+		s6->sin6_port = htons(port);
+	} else {
+		struct sockaddr_in *s = (struct sockaddr_in *)ss;
+
+		s->sin_family = AF_INET;
+		inet_pton(AF_INET, ip, &s->sin_addr);
+		s->sin_port = htons(port);
+	}
 }
 
 static int simple(struct side *s, uint16_t op, uint32_t h)
@@ -213,14 +225,14 @@ static uint32_t destroy(struct side *s, uint32_t h)
 	return r.u.events;
 }
 
-static uint32_t listener(struct side *b, uint16_t port)
+static uint32_t listener_at(struct side *b, const char *addr, uint16_t port)
 {
 	struct uroce_cm_cmd c;
 	struct uroce_cm_reply r;
 	uint32_t l = create(b, RDMA_PS_TCP, IBV_QPT_RC);
 
 	init_cmd(&c, UROCE_CM_OP_BIND, l);
-	sa4(&c.u.addr.src, "127.0.0.1", port);
+	sa4(&c.u.addr.src, addr, port);
 	CHECK(call(b->cmd, &c, &r) == 0, "BIND 127.0.0.1:%u: %d", port, r.status);
 	init_cmd(&c, UROCE_CM_OP_LISTEN, l);
 	c.u.listen.backlog = 4;
@@ -228,8 +240,13 @@ static uint32_t listener(struct side *b, uint16_t port)
 	return l;
 }
 
-/* An active id resolved to 127.0.0.1:port and connected. */
-static uint32_t dial_id(struct side *a, uint16_t port, const char *priv, uint32_t qpn)
+static uint32_t listener(struct side *b, uint16_t port)
+{
+	return listener_at(b, "127.0.0.1", port);
+}
+
+/* An active id resolved to addr:port and connected. */
+static uint32_t dial_to(struct side *a, const char *addr, uint16_t port, const char *priv, uint32_t qpn)
 {
 	struct uroce_cm_cmd c;
 	struct uroce_cm_reply r;
@@ -237,7 +254,7 @@ static uint32_t dial_id(struct side *a, uint16_t port, const char *priv, uint32_
 	uint32_t x = create(a, RDMA_PS_TCP, IBV_QPT_RC);
 
 	init_cmd(&c, UROCE_CM_OP_RESOLVE_ADDR, x);
-	sa4(&c.u.addr.dst, "127.0.0.1", port);
+	sa4(&c.u.addr.dst, addr, port);
 	c.u.addr.timeout_ms = 2000;
 	CHECK(call(a->cmd, &c, &r) == 0, "RESOLVE_ADDR: %d", r.status);
 	expect(a, RDMA_CM_EVENT_ADDR_RESOLVED, x, 2000, &ev);
@@ -246,6 +263,60 @@ static uint32_t dial_id(struct side *a, uint16_t port, const char *priv, uint32_
 	expect(a, RDMA_CM_EVENT_ROUTE_RESOLVED, x, 2000, &ev);
 	CHECK(conn_op(a, UROCE_CM_OP_CONNECT, x, qpn, priv, 2, 3) == 0, "CONNECT");
 	return x;
+}
+
+static uint32_t dial_id(struct side *a, uint16_t port, const char *priv, uint32_t qpn)
+{
+	return dial_to(a, "127.0.0.1", port, priv, qpn);
+}
+
+/* One connection across the veth: the server side. */
+static void serve(const char *addr, uint16_t port)
+{
+	struct side b;
+	struct uroce_cm_event ev;
+	uint32_t l, y;
+
+	side_open(&b);
+	l = listener_at(&b, addr, port);
+	printf("listening\n");
+	fflush(stdout);
+	if (!expect(&b, RDMA_CM_EVENT_CONNECT_REQUEST, l, 20000, &ev))
+		return;
+	y = ev.new_handle;
+	CHECK(!memcmp(ev.param.conn.private_data, "veth", 4), "private data");
+	CHECK(conn_op(&b, UROCE_CM_OP_ACCEPT, y, 0x777, "back", 1, 1) == 0, "ACCEPT");
+	expect(&b, RDMA_CM_EVENT_ESTABLISHED, y, 10000, &ev);
+	expect(&b, RDMA_CM_EVENT_DISCONNECTED, y, 10000, &ev);
+	CHECK(simple(&b, UROCE_CM_OP_DISCONNECT, y) == 0, "DISCONNECT");
+	if (!check_failures)
+		printf("served\n");
+}
+
+static void dial_peer(const char *addr, uint16_t port)
+{
+	struct side a;
+	struct uroce_cm_event ev;
+	uint32_t x;
+
+	side_open(&a);
+	x = dial_to(&a, addr, port, "veth", 0x666);
+	if (!event(&a, 10000, &ev)) {
+		CHECK(0, "no answer");
+		return;
+	}
+	if (ev.event == RDMA_CM_EVENT_REJECTED || ev.event == RDMA_CM_EVENT_UNREACHABLE) {
+		printf("%s %d\n", ev.event == RDMA_CM_EVENT_REJECTED ? "rejected" : "unreachable", ev.status);
+		return;
+	}
+	CHECK(ev.event == RDMA_CM_EVENT_CONNECT_RESPONSE && ev.handle == x, "CONNECT_RESPONSE, got %s",
+	      ev_name(ev.event));
+	CHECK(!memcmp(ev.param.conn.private_data, "back", 4) && ev.param.conn.qp_num == 0x777, "REP fields");
+	CHECK(conn_op(&a, UROCE_CM_OP_ACCEPT, x, 0, NULL, 0, 0) == 0, "RTU");
+	CHECK(simple(&a, UROCE_CM_OP_DISCONNECT, x) == 0, "DISCONNECT");
+	expect(&a, RDMA_CM_EVENT_DISCONNECTED, x, 10000, &ev);
+	if (!check_failures)
+		printf("dialed\n");
 }
 
 static void test_flow(void)
@@ -469,8 +540,8 @@ int main(int argc, char **argv)
 {
 	struct uroce_ipc *ipc;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: cm_daemon flow|kill|proto\n");
+	if (argc != 2 && argc != 4) {
+		fprintf(stderr, "usage: cm_daemon flow|kill|proto | serve|dial ADDR PORT\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -485,6 +556,10 @@ int main(int argc, char **argv)
 		test_kill();
 	else if (!strcmp(argv[1], "proto"))
 		test_proto();
+	else if (argc == 4 && !strcmp(argv[1], "serve"))
+		serve(argv[2], (uint16_t)atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "dial"))
+		dial_peer(argv[2], (uint16_t)atoi(argv[3]));
 	else
 		return 2;
 	uroce_ipc_close(ipc);
