@@ -52,5 +52,6 @@ grep -q '^cm sent REQ 0 MRA 0 REJ 1 REP 2 RTU 0 DREQ 0 DREP 2 ' "$tmp/b" || fail
 grep -q '^cm rej_sent 8 1$' "$tmp/b" || fail "b's REJ 8: $(cat "$tmp/b")"
 grep -q '^cm drops 0$' "$tmp/a" || fail "a dropped: $(cat "$tmp/a")"
 grep -q '^cm drops 0$' "$tmp/b" || fail "b dropped: $(cat "$tmp/b")"
+[ -n "${CM_VETH_SHOW:-}" ] && cat "$tmp/a"
 [ "$fails" -eq 0 ] && echo "cm_veth: all passed"
 exit $((fails != 0))

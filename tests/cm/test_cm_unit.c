@@ -768,7 +768,12 @@ static void test_dead_client(void **state)
 		uroce_cm_decode(sim_sent_nth(p.a, UROCE_CM_ATTR_REJ, 0)->mad, UROCE_MAD_SIZE, &m);
 		assert_int_equal(m.u.rej.reason, f->reason);
 		assert_int_equal(m.u.rej.reject_info_length, 8);
-		assert_int_equal(be64toh(*(uint64_t *)m.u.rej.ari), GUID_A);
+		{
+			uint64_t g;
+
+			memcpy(&g, m.u.rej.ari, 8);
+			assert_int_equal(be64toh(g), GUID_A);
+		}
 		assert_int_equal(m.u.rej.message_rejected, UROCE_CM_REJ_MSG_OTHER);
 		assert_int_equal(m.u.rej.remote_comm_id, 0);
 		assert_true(sim_expect(p.b, p.chb, (uint32_t)f->peer_event, &ev));
