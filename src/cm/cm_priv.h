@@ -241,6 +241,10 @@ struct cm_id {
 	int backlog_used;
 	/* The IB CM half. */
 	struct cm_conn *conn;
+	/* A CONNECT_REQUEST's new id: its listener, and whether a command named it yet
+	 * (the library QUERYs each new id when it processes the request). */
+	uint32_t listener;
+	bool named;
 	/* Multicast joins. */
 	struct cm_list mcs;
 	uint32_t events;                 /* events written for this id (events_reported) */

@@ -692,9 +692,26 @@ static void id_destroy(struct uroce_cm *cm, struct cm_id *id)
 {
 	uint32_t *reqs;
 	size_t nreqs;
+	bool was_listener = id->state == UROCE_CM_LISTEN;
 
 	id->state = UROCE_CM_DESTROYING;
 	drop_queued(cm, id, 0, &reqs, &nreqs);
+	/* A listener takes the new ids nobody named yet with it: their requests were
+	 * never reported to the application (cm_proto.h; ucma_free_ctx). */
+	if (was_listener) {
+		cm_list_each(p, &cm->id_list) {
+			struct cm_id *n = cm_container_of(p, struct cm_id, all);
+			uint32_t *g;
+
+			if (n->listener != id->handle || n->named)
+				continue;
+			g = realloc(reqs, (nreqs + 1) * sizeof(*reqs));
+			if (g) {
+				reqs = g;
+				reqs[nreqs++] = n->handle;
+			}
+		}
+	}
 	if (id->conn)
 		ib_conn_release(cm, id->conn);
 	release_port(cm, id);
@@ -1260,6 +1277,7 @@ int cma_req(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_msg *m
 	}
 	id->conn = c;
 	c->id = id;
+	id->listener = l->handle;
 
 	memset(&ev, 0, sizeof(ev));
 	ev.event = RDMA_CM_EVENT_CONNECT_REQUEST;
@@ -1610,19 +1628,58 @@ static int init_qp_attr(struct uroce_cm *cm, struct cm_id *id, uint32_t state,
 	return 0;
 }
 
-static int set_option(struct cm_id *id, int32_t level, int32_t name, uint32_t len,
-		      const uint8_t *val)
+/* RDMA_OPTION_IB_PATH (ucma_set_ib_path, rdma_set_ib_path): a path record given by
+ * the application (rsockets' RDMA_ROUTE) instead of resolving the route.  The entry
+ * taken is the primary bidirectional GMP one, as the kernel picks it. */
+static int set_ib_path(struct uroce_cm *cm, struct cm_id *id, const uint8_t *val, uint32_t len)
+{
+	const uint32_t want = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+	struct ibv_path_data pd;
+	const struct cm_devent *d;
+	struct cm_path *p = &id->path;
+	bool found = false;
+
+	if (!len || len % sizeof(pd))
+		return -EINVAL;
+	for (uint32_t off = 0; off + sizeof(pd) <= len && !found; off += sizeof(pd)) {
+		memcpy(&pd, val + off, sizeof(pd));
+		found = pd.flags == want;
+	}
+	if (!found || !id->has_dev)
+		return -EINVAL;
+	if (id->state != UROCE_CM_ADDR_RESOLVED)
+		return -EINVAL;
+	d = cm_dev(cm, id->dev_id);
+	if (!d || !d->d.info.ifindex)
+		return -ENODEV;
+	memset(p, 0, sizeof(*p));
+	memcpy(p->dgid, pd.path.dgid.raw, 16);
+	memcpy(p->sgid, pd.path.sgid.raw, 16);
+	/* reserved:4 flow label:20 hop limit:8 */
+	p->flow_label = ntohl(pd.path.flowlabel_hoplimit) >> 8 & 0xFFFFF;
+	p->hop_limit = (uint8_t)ntohl(pd.path.flowlabel_hoplimit);
+	p->traffic_class = pd.path.tclass;
+	p->pkey = ntohs(pd.path.pkey);
+	p->sl = ntohs(pd.path.qosclass_sl) & 0xf;
+	p->mtu = pd.path.mtu & 0x3f;
+	p->rate = pd.path.rate & 0x3f;
+	p->packet_life_time = pd.path.packetlifetime & 0x3f;
+	id->has_path = true;
+	id->state = UROCE_CM_ROUTE_RESOLVED;
+	post(cm, id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+	return 0;
+}
+
+static int set_option(struct uroce_cm *cm, struct cm_id *id, int32_t level, int32_t name,
+		      uint32_t len, const uint8_t *val)
 {
 	int v;
 
 	if (len > UROCE_CM_OPTVAL_MAX)
 		return -EINVAL;
 	if (level == RDMA_OPTION_IB) {
-		/* ucma_set_ib_path(): whole ibv_path_data entries, one of them a primary
-		 * bidirectional GMP path.  No record of this protocol holds one (72
-		 * bytes), so what arrives is always malformed. */
 		if (name == RDMA_OPTION_IB_PATH)
-			return -EINVAL;
+			return set_ib_path(cm, id, val, len);
 		return -ENOSYS;
 	}
 	if (level != RDMA_OPTION_ID)
@@ -1664,6 +1721,33 @@ static int set_option(struct cm_id *id, int32_t level, int32_t name, uint32_t le
 	default:
 		return -ENOSYS;
 	}
+}
+
+/* WAKE: one record that is not an event, so that a channel's fd turns readable for the
+ * records the library moved there itself (cm_proto.h). */
+static int wake(struct uroce_cm *cm, uint32_t number, uid_t uid)
+{
+	struct cm_chan *ch = chan_find(cm, number);
+	struct cm_ev *e;
+
+	if (!ch || !ch->open)
+		return -ENOENT;
+	if (ch->uid != uid)
+		return -EPERM;
+	if (ch->n >= cm->cfg.evq_max || !(e = calloc(1, sizeof(*e)))) {
+		lose(cm, ch);
+		return 0;
+	}
+	e->ev.magic = UROCE_CM_MAGIC;
+	e->ev.version = UROCE_CM_VERSION;
+	e->ev.op = UROCE_CM_OP_EVENT;
+	e->ev.event = UROCE_CM_EVENT_WAKE;
+	*ch->tail = e;
+	ch->tail = &e->next;
+	ch->n++;
+	if (cm->ops.ev_ready)
+		cm->ops.ev_ready(cm->ctx, ch->number);
+	return 0;
 }
 
 static int migrate_id(struct uroce_cm *cm, struct cm_id *id, uint32_t number, uid_t uid,
@@ -1868,6 +1952,7 @@ static int cmd_id(struct uroce_cm *cm, const struct uroce_cm_caller *who, uint32
 		return -ENOENT;
 	if (id->owner != who->owner)
 		return -EINVAL;  /* ucma: an id of another file */
+	id->named = true;
 	*out = id;
 	return 0;
 }
@@ -1902,6 +1987,9 @@ void uroce_cm_command(struct uroce_cm *cm, uint64_t now, const struct uroce_cm_c
 	}
 	case UROCE_CM_OP_STATS:
 		uroce_cm_get_stats(cm, &rep->u.stats);
+		break;
+	case UROCE_CM_OP_WAKE:
+		r = wake(cm, cmd->u.wake.channel, who->uid);
 		break;
 	case UROCE_CM_OP_CHANNEL_OPEN:
 	case UROCE_CM_OP_EVENT:
@@ -1983,7 +2071,7 @@ void uroce_cm_command(struct uroce_cm *cm, uint64_t now, const struct uroce_cm_c
 			r = notify_id(cm, id, cmd->u.notify.event);
 			break;
 		case UROCE_CM_OP_SET_OPTION:
-			r = set_option(id, cmd->u.option.level, cmd->u.option.optname,
+			r = set_option(cm, id, cmd->u.option.level, cmd->u.option.optname,
 				       cmd->u.option.optlen, cmd->u.option.optval);
 			break;
 		case UROCE_CM_OP_MIGRATE_ID:

@@ -1410,6 +1410,139 @@ static void test_state_errors(void **state)
 	sim_fini(&p.n);
 }
 
+static void test_ib_path_option(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	struct uroce_cm_query q;
+	struct ibv_path_data pd[2];
+	uint32_t x;
+
+	(void)state;
+	pair_init(&p, NULL);
+	x = sim_create(p.a, p.cha, RDMA_PS_TCP, IBV_QPT_RC);
+	memset(pd, 0, sizeof(pd));
+	/* An alternate path first, then the primary bidirectional GMP one (the one the
+	 * kernel's ucma_set_ib_path takes). */
+	pd[0].flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_ALTERNATE;
+	pd[1].flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+	sim_gid("192.0.2.10", pd[1].path.dgid.raw);
+	sim_gid("192.0.2.11", pd[1].path.sgid.raw);
+	pd[1].path.flowlabel_hoplimit = htonl(0x12345u << 8 | 9);
+	pd[1].path.tclass = 0x20;
+	pd[1].path.pkey = htons(0xFFFF);
+	pd[1].path.mtu = 0x80 | IBV_MTU_1024;
+	pd[1].path.packetlifetime = 0x80 | 14;
+	/* Not resolved yet: EINVAL; a torn entry: EINVAL; only an alternate: EINVAL. */
+	assert_int_equal(sim_option(p.a, x, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, pd, sizeof(pd[0])), -EINVAL);
+	assert_int_equal(sim_resolve_addr(p.a, x, NULL, "192.0.2.10", PORT), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_ADDR_RESOLVED, &ev));
+	assert_int_equal(sim_option(p.a, x, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, pd, 70), -EINVAL);
+	assert_int_equal(sim_option(p.a, x, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, pd, sizeof(pd[0])), -EINVAL);
+	/* Both entries do not fit one record (72 bytes of option): the library sends the
+	 * primary one alone. */
+	assert_int_equal(sim_option(p.a, x, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &pd[1], sizeof(pd[1])), 0);
+	assert_true(sim_event(p.a, p.cha, &ev));
+	assert_int_equal(ev.event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	assert_int_equal(sim_query(p.a, x, &q), 0);
+	assert_int_equal(q.state, UROCE_CM_ROUTE_RESOLVED);
+	assert_int_equal(ntohl(q.path.flow_label), 0x12345);
+	assert_int_equal(q.path.hop_limit, 9);
+	assert_int_equal(q.path.traffic_class, 0x20);
+	assert_int_equal(q.path.mtu, IBV_MTU_1024);
+	assert_int_equal(q.path.packet_life_time, 14);
+	/* The REQ carries it. */
+	p.l = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_bind(p.b, p.l, "0.0.0.0", PORT), 0);
+	assert_int_equal(sim_listen(p.b, p.l, 0), 0);
+	assert_int_equal(sim_connect(p.a, x, 0x60, NULL, 0), 0);
+	{
+		struct uroce_cm_msg m;
+
+		uroce_cm_decode(sim_sent_nth(p.a, UROCE_CM_ATTR_REQ, 0)->mad, UROCE_MAD_SIZE, &m);
+		assert_int_equal(m.u.req.primary.flow_label, 0x12345);
+		assert_int_equal(m.u.req.primary.hop_limit, 9);
+		assert_int_equal(m.u.req.primary.traffic_class, 0x20);
+		assert_int_equal(m.u.req.primary.local_ack_timeout, cm_ack_timeout(15, 14));
+	}
+	sim_fini(&p.n);
+}
+
+static void test_wake(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	struct uroce_cm_cmd c;
+	struct uroce_cm_reply r;
+
+	(void)state;
+	pair_init(&p, NULL);
+	memset(&c, 0, sizeof(c));
+	c.op = UROCE_CM_OP_WAKE;
+	c.u.wake.channel = p.cha;
+	assert_int_equal(sim_cmd(p.a, &c, &r), 0);
+	assert_true(sim_event(p.a, p.cha, &ev));
+	assert_int_equal(ev.event, UROCE_CM_EVENT_WAKE);
+	assert_int_equal(ev.handle, 0);
+	assert_int_equal(ev.op, UROCE_CM_OP_EVENT);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	c.u.wake.channel = 4242;
+	assert_int_equal(sim_cmd(p.a, &c, &r), -ENOENT);
+	sim_fini(&p.n);
+}
+
+/* A listener's DESTROY_ID destroys its new ids nobody named yet (their requests were
+ * never reported), not the ones the library took up. */
+static void test_listener_destroy_unnamed(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	struct uroce_cm_query q;
+	uint32_t x2, y1, y2;
+
+	(void)state;
+	pair_init(&p, NULL);
+	pair_connect_req(&p, RDMA_PS_TCP);
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_CONNECT_REQUEST, &ev));
+	y1 = ev.new_handle;
+	assert_int_equal(sim_query(p.b, y1, &q), 0);            /* the library took it up */
+	x2 = sim_create(p.a, p.cha, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_resolve_addr(p.a, x2, NULL, "192.0.2.10", PORT), 0);
+	assert_int_equal(sim_resolve_route(p.a, x2), 0);
+	assert_int_equal(sim_connect(p.a, x2, 0x31, NULL, 0), 0);
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_CONNECT_REQUEST, &ev));
+	y2 = ev.new_handle;                                      /* written, never named */
+	assert_int_equal(sim_destroy(p.b, p.l, NULL), 0);
+	assert_int_equal(sim_query(p.b, y1, &q), 0);
+	assert_int_equal(q.state, UROCE_CM_CONNECT);
+	assert_int_equal(sim_query(p.b, y2, &q), -ENOENT);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_REJECTED, &ev));
+	assert_int_equal(ev.handle, x2);
+	assert_int_equal(ev.status, 28);
+	assert_int_equal(sim_destroy(p.b, y2, NULL), -ENOENT);   /* harmless */
+	assert_int_equal(sim_accept(p.b, y1, 0x3d, NULL, 0), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_CONNECT_RESPONSE, &ev));
+	assert_int_equal(ev.handle, p.x);
+	sim_fini(&p.n);
+}
+
+/* A REQ through a netdev whose carrier is not reported yet (a fresh veth) is taken:
+ * Linux asks only that the netdev is up, and the REQ came through it. */
+static void test_req_before_carrier(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+
+	(void)state;
+	pair_init(&p, NULL);
+	p.b->devs[0].info.port_up = 0;
+	uroce_cm_set_devices(p.b->cm, p.n.now, p.b->devs, p.b->ndevs);
+	pair_connect_req(&p, RDMA_PS_TCP);
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_CONNECT_REQUEST, &ev));
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REJ), 0);
+	sim_fini(&p.n);
+}
+
 static void test_comm_id_and_tid(void **state)
 {
 	struct uroce_cm_config cfg;
@@ -1511,6 +1644,10 @@ int main(void)
 		cmocka_unit_test(test_req_mtu),
 		cmocka_unit_test(test_state_errors),
 		cmocka_unit_test(test_comm_id_and_tid),
+		cmocka_unit_test(test_ib_path_option),
+		cmocka_unit_test(test_wake),
+		cmocka_unit_test(test_listener_destroy_unnamed),
+		cmocka_unit_test(test_req_before_carrier),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
