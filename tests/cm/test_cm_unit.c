@@ -1526,6 +1526,35 @@ static void test_listener_destroy_unnamed(void **state)
 	sim_fini(&p.n);
 }
 
+/* `uroce link del`: the ids on the device get DEVICE_REMOVAL, their connections go
+ * silently (nothing can be sent on a device that is gone), only destroy and query
+ * work on them. */
+static void test_device_removal(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	struct uroce_cm_query q;
+	unsigned sent;
+
+	(void)state;
+	pair_init(&p, NULL);
+	pair_establish(&p);
+	sent = p.b->nsent;
+	uroce_cm_set_devices(p.b->cm, p.n.now, NULL, 0);
+	assert_true(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(ev.event, RDMA_CM_EVENT_DEVICE_REMOVAL);
+	assert_int_equal(ev.handle, p.y);
+	assert_false(sim_event(p.b, p.chb, &ev));   /* the wildcard listener is on no device */
+	assert_int_equal(p.b->nsent, sent);
+	assert_int_equal(sim_disconnect(p.b, p.y), -ENODEV);
+	assert_int_equal(sim_query(p.b, p.y, &q), 0);
+	assert_int_equal(q.state, UROCE_CM_DEVICE_REMOVAL);
+	assert_int_equal(sim_stats(p.b).connections, 0);
+	assert_int_equal(sim_destroy(p.b, p.y, NULL), 0);
+	assert_int_equal(p.b->nsent, sent);
+	sim_fini(&p.n);
+}
+
 /* A REQ through a netdev whose carrier is not reported yet (a fresh veth) is taken:
  * Linux asks only that the netdev is up, and the REQ came through it. */
 static void test_req_before_carrier(void **state)
@@ -1648,6 +1677,7 @@ int main(void)
 		cmocka_unit_test(test_wake),
 		cmocka_unit_test(test_listener_destroy_unnamed),
 		cmocka_unit_test(test_req_before_carrier),
+		cmocka_unit_test(test_device_removal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
