@@ -3,6 +3,7 @@
  *
  *   uroce stat [show] [link DEV[/PORT]]
  *   uroce stat show qp [link DEV[/PORT]] [lqpn QPN] [pid PID]
+ *   uroce stat show cm
  *
  * `show`: one line per device port with the daemon's control-path counters, then
  * one line per registered context with its data-path counters: the context's block
@@ -13,7 +14,10 @@
  * keeps what exited processes counted).  `show qp`: one line per QP with its data-path
  * counters.  Data-path counters live in shared
  * memory the contexts register with the daemon (docs/daemon.md); the names and
- * values are the context's own.
+ * values are the context's own.  `show cm`: the connection manager's counters (QP1
+ * MADs sent and received by kind, retransmissions, timeouts, REJs by reason, drops by
+ * reason, lost events) and gauges (ids, listeners, connections, timewait), as the
+ * daemon's CM_STATS record (ipc/cm_proto.h) carries them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,8 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "cm/cm.h"
+#include "ipc/cm_proto.h"
 #include "ipc/ipc.h"
+#include "ipc/proto.h"
 
 static int matches(const char *arg, const char *keyword)
 {
@@ -36,6 +47,7 @@ static int stat_help(FILE *f)
 	fprintf(f, "Usage: uroce stat show\n"
 		   "       uroce stat show link [DEV/PORT_INDEX]\n"
 		   "       uroce stat show qp [link DEV/PORT_INDEX] [lqpn QPN] [pid PID]\n"
+		   "       uroce stat show cm\n"
 		   "       uroce stat help\n");
 	return f == stdout ? 0 : 1;
 }
@@ -224,6 +236,97 @@ static int stat_show_qp(int argc, char **argv)
 	return 0;
 }
 
+/* The daemon's CM counters: one CM_STATS record on a connection of its own. */
+static int cm_stats(struct uroce_cm_stats *st)
+{
+	struct sockaddr_un sa;
+	unsigned len = uroce_ipc_addr(&sa);
+	struct uroce_cm_cmd cmd;
+	struct uroce_cm_reply *rep = calloc(1, sizeof(*rep));
+	struct timeval tv = { .tv_sec = UROCE_IPC_TIMEOUT_MS / 1000 };
+	int fd, err = 0;
+	ssize_t n;
+
+	if (!rep)
+		return -ENOMEM;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, len) < 0) {
+		err = -errno;
+		goto out;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.magic = UROCE_CM_MAGIC;
+	cmd.version = UROCE_CM_VERSION;
+	cmd.op = UROCE_CM_OP_STATS;
+	cmd.seq = 1;
+	if (send(fd, &cmd, sizeof(cmd), MSG_NOSIGNAL) != (ssize_t)sizeof(cmd)) {
+		err = -errno;
+		goto out;
+	}
+	n = recv(fd, rep, sizeof(*rep), 0);
+	if (n != (ssize_t)sizeof(*rep) || rep->magic != UROCE_CM_MAGIC)
+		err = n < 0 ? -errno : -EPROTO;
+	else if (rep->status)
+		err = rep->status;
+	else
+		*st = rep->u.stats;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(rep);
+	return err;
+}
+
+static int stat_show_cm(void)
+{
+	static const char *const kinds[11] = { "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP",
+						"SIDR_REQ", "SIDR_REP", "LAP", "APR" };
+	struct uroce_cm_stats st;
+	struct uroce_ipc *ipc;
+	int err, any;
+
+	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);  /* (starts the daemon) */
+	if (err) {
+		fprintf(stderr, "error: cannot reach uroced: %s\n", strerror(-err));
+		return 1;
+	}
+	err = cm_stats(&st);
+	uroce_ipc_close(ipc);
+	if (err) {
+		fprintf(stderr, "error: connection manager: %s\n", strerror(-err));
+		return 1;
+	}
+	for (int dir = 0; dir < 2; dir++) {
+		printf("cm %s", dir ? "rcvd" : "sent");
+		for (unsigned i = 0; i < 11; i++)
+			printf(" %s %llu", kinds[i],
+			       (unsigned long long)(dir ? st.mad_rcvd[i] : st.mad_sent[i]));
+		printf("\n");
+	}
+	printf("cm retransmits %llu timeouts %llu ev_lost %llu ids %u listeners %u connections %u timewait %u\n",
+	       (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
+	       (unsigned long long)st.ev_lost, st.ids, st.listeners, st.connections, st.timewait);
+	for (int dir = 0; dir < 2; dir++) {
+		const uint64_t *v = dir ? st.rej_rcvd : st.rej_sent;
+
+		printf("cm rej_%s", dir ? "rcvd" : "sent");
+		any = 0;
+		for (unsigned r = 0; r < 64; r++)
+			if (v[r]) {
+				printf(" %u %llu", r, (unsigned long long)v[r]);
+				any = 1;
+			}
+		printf("%s\n", any ? "" : " none");
+	}
+	printf("cm drops %llu", (unsigned long long)st.drops);
+	for (unsigned r = 0; r < UROCE_CM_NDROPS; r++)
+		if (st.drop[r])
+			printf(" %s %llu", uroce_cm_drop_name(r), (unsigned long long)st.drop[r]);
+	printf("\n");
+	return 0;
+}
+
 static int stat_show(int argc, char **argv)
 {
 	struct uroce_daemon_status st;
@@ -236,6 +339,8 @@ static int stat_show(int argc, char **argv)
 
 	if (argc >= 1 && matches(argv[0], "qp"))
 		return stat_show_qp(argc - 1, argv + 1);
+	if (argc >= 1 && matches(argv[0], "cm"))
+		return stat_show_cm();
 	if (parse_filter(argc, argv, &f, 0))
 		return 1;
 	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);

@@ -34,8 +34,11 @@
  *   listening socket -> accept all pending clients
  *   rtnetlink        -> drain, then re-read all netdevs once if anything changed
  *   signalfd         -> SIGTERM/SIGINT/SIGHUP: stop
- *   a device's index-0 receive socket -> read and count (at most 256 per wake-up)
- *   client sockets   -> at most 16 requests each per wake-up
+ *   a device's index-0 receive socket -> QP1 for the connection manager (at most 256
+ *                       datagrams per wake-up)
+ *   the CM's timerfd -> its retransmissions, timeouts and timewaits
+ *   client sockets   -> at most 16 requests each per wake-up; a full event channel
+ *                       that drained
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -183,6 +186,13 @@ static int idle_timeout(struct uroced *d)
 
 	if (uroced_lifetime(d) != UROCE_LIFE_IDLE_EXIT || d->nclients)
 		return -1;
+	/* The connection manager's ids that outlive their clients (a DREQ still being
+	 * retried, timewait) keep the daemon as a client would; the idle time counts
+	 * from when the last of them is gone (its timer wakes the loop). */
+	if (uroced_cm_busy(d)) {
+		d->idle_since_ms = uroced_now_ms();
+		return -1;
+	}
 	if (!d->had_client && wait < UROCED_FIRST_CLIENT_MS)
 		wait = UROCED_FIRST_CLIENT_MS;
 	left = d->idle_since_ms + wait - uroced_now_ms();
@@ -331,6 +341,9 @@ int main(int argc, char **argv)
 		uroced_log("setup: %s\n", strerror(errno));
 		return 1;
 	}
+	err = uroced_cm_init(&d);
+	if (err)
+		uroced_log("no connection manager (%s): rdma_cm calls will fail\n", strerror(-err));
 	uroced_log("serving network namespace %llu, %u device(s)%s%s%s\n",
 		   (unsigned long long)d.devs.netns_inode, d.devs.n,
 		   d.state_path[0] ? ", state " : "", d.state_path,
@@ -361,8 +374,11 @@ int main(int argc, char **argv)
 				if (uroce_rtnl_drain(d.rtnl_fd) && uroce_dev_refresh_all(&d.devs) > 0)
 					d.generation++;  /* (also done before device queries) */
 				uroced_flush_events(&d);
+				uroced_cm_sync_devices(&d);
 			} else if (p == &sig_tag) {
 				d.stop = 1;
+			} else if (uroced_cm_is_timer(&d, p)) {
+				uroced_cm_timer(&d);
 			} else if (uroced_rx_dev(&d, p)) {
 				uroced_rx_default(&d, uroced_rx_dev(&d, p));
 			} else {
@@ -378,6 +394,7 @@ int main(int argc, char **argv)
 	 * autostart a successor) instead of waiting on a dying daemon. */
 	close(d.listen_fd);
 	uroced_close_all(&d);
+	uroced_cm_fini(&d);
 	uroce_dev_free_all(&d.devs);
 	if (d.rtnl_fd >= 0)
 		close(d.rtnl_fd);

@@ -9,9 +9,10 @@
  * away is never closed, because closing moves the last member into the hole and
  * renumbers it; it stays as a tombstone and is handed, drained, to the next client.
  *
- * Index 0 is the daemon's own socket and the program's default: QP1 (the CM, for the
- * QP1 agent to come), QPNs nobody owns, datagrams too short for a BTH.  Until that
- * agent exists the daemon reads and counts them.
+ * Index 0 is the daemon's own socket and the program's default: QP1 (the connection
+ * manager's agent, cm_agent.c, reads it), QPNs nobody owns, datagrams too short for a
+ * BTH.  It reports each datagram's destination address (IPV6_PKTINFO): the agent
+ * checks the ICRC over it and answers from it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,6 +82,34 @@ struct uroce_dev *uroced_rx_dev(struct uroced *d, void *tag)
 	return NULL;
 }
 
+int uroced_rx_ensure(struct uroced *d, struct uroce_dev *dev)
+{
+	int fd, err, on = 1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &dev->rx_tag };
+
+	if (dev->rx_n)
+		return 0;
+	/* First use: the daemon's default member is index 0. */
+	fd = rx_socket_new(dev);
+	if (fd < 0)
+		return fd;
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) < 0 ||
+	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	dev->rx_fd[0] = fd;
+	dev->rx_owner[0] = NULL;
+	dev->rx_n = 1;
+	/* A program from the start: a member that joins later gets nothing until a
+	 * rule names it, instead of a share of the kernel's hash. */
+	err = uroced_steer_update(d, dev);
+	if (err)
+		uroced_log("%s: cannot attach steering: %s\n", dev->info.name, strerror(-err));
+	return 0;
+}
+
 int uroced_rx_get(struct uroced *d, struct uroce_dev *dev, struct uroce_client *c,
 		  struct uroce_client_dev *cd)
 {
@@ -89,27 +118,9 @@ int uroced_rx_get(struct uroced *d, struct uroce_dev *dev, struct uroce_client *
 
 	if (cd->rx_index)
 		return -EEXIST;
-	if (!dev->rx_n) {
-		/* First use: the daemon's default member is index 0. */
-		fd = rx_socket_new(dev);
-		if (fd < 0)
-			return fd;
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &dev->rx_tag };
-
-		if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			err = -errno;
-			close(fd);
-			return err;
-		}
-		dev->rx_fd[0] = fd;
-		dev->rx_owner[0] = NULL;
-		dev->rx_n = 1;
-		/* A program from the start: a member that joins later gets nothing
-		 * until a rule names it, instead of a share of the kernel's hash. */
-		err = uroced_steer_update(d, dev);
-		if (err)
-			uroced_log("%s: cannot attach steering: %s\n", dev->info.name, strerror(-err));
-	}
+	err = uroced_rx_ensure(d, dev);
+	if (err)
+		return err;
 	for (i = 1; i < dev->rx_n; i++)
 		if (!dev->rx_owner[i])
 			break;
@@ -209,7 +220,10 @@ int uroced_steer_update(struct uroced *d, struct uroce_dev *dev)
 
 void uroced_rx_default(struct uroced *d, struct uroce_dev *dev)
 {
-	(void)d;
-	/* No QP1 agent yet: count and drop.  Bounded by drain()'s cap per wake-up. */
-	dev->stats.rx_default += drain(dev->rx_fd[0]);
+	/* The connection manager's agent reads (and counts) what comes to index 0; without
+	 * it, count and drop.  Bounded per wake-up either way. */
+	if (d->cm)
+		uroced_cm_rx(d, dev);
+	else
+		dev->stats.rx_default += drain(dev->rx_fd[0]);
 }

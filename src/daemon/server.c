@@ -6,7 +6,9 @@
  * The daemon plays the kernel's role here: a process's RDMA resources are
  * destroyed when its device file closes.
  *
- * Requests are handled to completion one at a time; none blocks.
+ * Requests are handled to completion one at a time; none blocks.  The connection
+ * manager's records (ipc/cm_proto.h) arrive on the same listening socket and are told
+ * apart by their size and magic; cm_ipc.c handles them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon/uroced.h"
+#include "ipc/cm_proto.h"
 
 static void send_event(struct uroced *d, const struct uroce_dev_info *info, uint32_t type);
 
@@ -185,6 +188,8 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 {
 	uint32_t held = c->qpns;
 
+	/* Its connection-manager ids go first, with what the kernel would send for them. */
+	uroced_cm_client_gone(d, c);
 	while (c->ndevs) {
 		struct uroce_client_dev *cd = &c->devs[c->ndevs - 1];
 
@@ -438,6 +443,7 @@ static int op_link_add(struct uroced *d, struct uroce_client *c, const struct ur
 	d->generation++;
 	dev->pending_events = 0;  /* a new device: clients learn of it by listing */
 	uroced_flush_events(d);
+	uroced_cm_sync_devices(d);
 	uroced_save(d);
 	uroced_log("link %s added on netdev %s\n", req->dev, req->netdev);
 	return 0;
@@ -466,6 +472,7 @@ static int op_link_del(struct uroced *d, struct uroce_client *c, const struct ur
 	if (err)
 		return err;
 	d->generation++;
+	uroced_cm_sync_devices(d);
 	uroced_save(d);
 	uroced_log("link %s deleted\n", req->dev);
 	return 0;
@@ -494,6 +501,7 @@ static void sync_netdevs(struct uroced *d)
 	if (d->rtnl_fd >= 0 && uroce_rtnl_drain(d->rtnl_fd) && uroce_dev_refresh_all(&d->devs) > 0)
 		d->generation++;
 	uroced_flush_events(d);
+	uroced_cm_sync_devices(d);
 }
 
 /* Bytes sent to a client and not yet read by it. */
@@ -662,14 +670,22 @@ static ssize_t send_reply(int sock, const struct uroce_ipc_resp *resp, int fd)
 
 void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t events)
 {
+	/* An event connection's socket drained: write what its channel has queued. */
+	if (events & EPOLLOUT)
+		uroced_cm_writable(d, c);
 	/* Bounded work per readiness event: a client flooding requests cannot starve
 	 * the others (the loop comes back to it). */
 	for (int budget = 0; budget < 16; budget++) {
-		struct uroce_ipc_req req;
+		/* Either protocol's record; the size tells which. */
+		union {
+			struct uroce_ipc_req ipc;
+			struct uroce_cm_cmd cm;
+		} rec;
+		struct uroce_ipc_req *req = &rec.ipc;
 		struct uroce_ipc_resp resp;
 		int fd = -1, in_fd;
 		/* At most one descriptor is kept (in_fd); any other is closed. */
-		ssize_t n = uroce_ipc_recv_rec(c->fd, &req, sizeof(req), &in_fd,
+		ssize_t n = uroce_ipc_recv_rec(c->fd, &rec, sizeof(rec), &in_fd,
 					       MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
@@ -684,29 +700,42 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			return;
 		}
 		c->requests++;
+		if ((size_t)n == sizeof(rec.cm) && rec.cm.magic == UROCE_CM_MAGIC) {
+			if (in_fd >= 0)
+				close(in_fd);
+			if (uroced_cm_record(d, c, &rec.cm) < 0) {
+				uroced_log("pid %d: connection-manager protocol error (op %u)\n",
+					   (int)c->pid, rec.cm.op);
+				drop_client(d, c);
+				return;
+			}
+			continue;
+		}
 		memset(&resp, 0, sizeof(resp));
 		resp.magic = UROCE_IPC_MAGIC;
 		resp.version = UROCE_IPC_VERSION;
-		if ((size_t)n != sizeof(req) || req.magic != UROCE_IPC_MAGIC) {
-			/* Not our protocol: nothing sensible to answer, hang up. */
+		if ((size_t)n != sizeof(*req) || req->magic != UROCE_IPC_MAGIC ||
+		    c->cm_kind == UROCED_CM_EVENT) {
+			/* Not our protocol (or a record on an event channel): nothing
+			 * sensible to answer, hang up. */
 			uroced_log("pid %d: bad request record (%zd bytes)\n", (int)c->pid, n);
 			if (in_fd >= 0)
 				close(in_fd);
 			drop_client(d, c);
 			return;
 		}
-		resp.op = req.op;
-		resp.seq = req.seq;
-		if (req.version != UROCE_IPC_VERSION)
+		resp.op = req->op;
+		resp.seq = req->seq;
+		if (req->version != UROCE_IPC_VERSION)
 			resp.status = -EPROTONOSUPPORT;
-		else if (!terminated(req.dev, sizeof(req.dev)) ||
-			 !terminated(req.netdev, sizeof(req.netdev)))
+		else if (!terminated(req->dev, sizeof(req->dev)) ||
+			 !terminated(req->netdev, sizeof(req->netdev)))
 			resp.status = -EINVAL;
 		else
-			resp.status = dispatch(d, c, &req, &resp, &in_fd, &fd);
+			resp.status = dispatch(d, c, req, &resp, &in_fd, &fd);
 		if (in_fd >= 0)
 			close(in_fd);  /* a descriptor nobody asked for */
-		if (req.op != UROCE_OP_CLIENT_GET)
+		if (req->op != UROCE_OP_CLIENT_GET)
 			resp.generation = d->generation;
 		resp.ev_lost = c->ev_lost;
 		/* fd (if any) is the daemon's own copy: the kernel duplicates it into

@@ -11,6 +11,8 @@
  *   state.c     the saved device table (survives a daemon restart)
  *   rtnl.c      rtnetlink watch: addresses and links change under us
  *   log.c       the log
+ *   cm_agent.c  the connection manager (src/cm) on QP1: sockets, timerfd, routes
+ *   cm_ipc.c    the connection manager's commands, channels and events (cm_proto.h)
  *
  * Single-threaded: everything runs from the epoll loop in main.c, so nothing here
  * locks.  Internal functions return 0 or -errno.
@@ -18,6 +20,7 @@
 #ifndef UROCED_H
 #define UROCED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -182,6 +185,17 @@ struct uroce_client {
 	/* The counters listing this client is walking (taken at index 0). */
 	struct uroce_cnt_pos *cnt_walk;
 	size_t cnt_walk_n;
+	/* The connection manager (cm_ipc.c): what this connection is to it. */
+	uint8_t cm_kind;                 /* enum uroced_cm_kind */
+	bool cm_out;                     /* EPOLLOUT asked: its event socket was full */
+	int cm_net_bind;                 /* CAP_NET_BIND_SERVICE, read at its first command */
+	uint32_t cm_chan;                /* UROCED_CM_EVENT: the channel */
+};
+
+enum uroced_cm_kind {
+	UROCED_CM_NONE,                  /* a verbs (proto.h) connection, or nothing yet */
+	UROCED_CM_COMMAND,               /* owns the CM ids it creates */
+	UROCED_CM_EVENT,                 /* one event channel */
 };
 
 struct uroced {
@@ -207,6 +221,7 @@ struct uroced {
 	int had_client;                  /* a client has connected since the start */
 	int64_t idle_ms;                 /* 0: never exit when idle */
 	int64_t idle_since_ms;           /* when the client count last fell to 0 */
+	struct uroced_cm *cm;            /* the connection manager; NULL if it failed */
 };
 
 /* The default idle time of an autostarted daemon; $UROCE_DAEMON_IDLE_MS or
@@ -270,6 +285,9 @@ int uroced_cnt_get(struct uroced *d, struct uroce_client *c, uint32_t index,
  * socket()/bind(). */
 int uroced_rx_get(struct uroced *d, struct uroce_dev *dev, struct uroce_client *c,
 		  struct uroce_client_dev *cd);
+/* The group and the daemon's index-0 member, created if they do not exist yet (the
+ * connection manager needs QP1 on every device).  0 or -errno. */
+int uroced_rx_ensure(struct uroced *d, struct uroce_dev *dev);
 /* The client is gone (or dropped the device): its socket becomes a tombstone. */
 void uroced_rx_release(struct uroced *d, struct uroce_dev *dev, unsigned index);
 /* Rebuild the steering program from the owners' blocks and attach it. */
@@ -278,6 +296,34 @@ int uroced_steer_update(struct uroced *d, struct uroce_dev *dev);
 void uroced_rx_default(struct uroced *d, struct uroce_dev *dev);
 /* epoll cookie -> device, or NULL. */
 struct uroce_dev *uroced_rx_dev(struct uroced *d, void *tag);
+
+/* ---- cm_agent.c / cm_ipc.c ------------------------------------------------- */
+
+struct uroced_cm;
+/* Start the connection manager (after the epoll set exists); 0 or -errno (the daemon
+ * then runs without it: CM commands fail). */
+int uroced_cm_init(struct uroced *d);
+void uroced_cm_fini(struct uroced *d);
+/* The device table may have changed: give it to the CM, make sure every device has
+ * its receive group (QP1). */
+void uroced_cm_sync_devices(struct uroced *d);
+/* A device's index-0 socket is readable: QP1 datagrams for the CM. */
+void uroced_cm_rx(struct uroced *d, struct uroce_dev *dev);
+bool uroced_cm_is_timer(const struct uroced *d, const void *tag);
+void uroced_cm_timer(struct uroced *d);
+/* After the CM did anything: write its events, re-arm its timer. */
+void uroced_cm_after(struct uroced *d);
+void uroced_cm_flush_events(struct uroced *d);
+/* A record of cm_proto.h on connection c: 0, or -1 = protocol error (close it). */
+struct uroce_cm_cmd;
+int uroced_cm_record(struct uroced *d, struct uroce_client *c, const struct uroce_cm_cmd *cmd);
+/* c's connection is closing: its ids are destroyed, its channel closed. */
+void uroced_cm_client_gone(struct uroced *d, struct uroce_client *c);
+/* EPOLLOUT on an event connection. */
+void uroced_cm_writable(struct uroced *d, struct uroce_client *c);
+/* 1 while the CM holds any id, connection or timer: an idle daemon must not exit then
+ * (main.c's idle exit asks this). */
+int uroced_cm_busy(const struct uroced *d);
 
 /* ---- logging -------------------------------------------------------------- */
 

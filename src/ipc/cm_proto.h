@@ -47,7 +47,10 @@
  *   order the events happened; anything the library sends later is a protocol error
  *   (the daemon closes the connection).  Events for ids of a channel that is closed
  *   are dropped and counted.  A channel is not owned: any command connection of the
- *   same uid may name it (CREATE_ID, MIGRATE_ID).
+ *   same uid may name it (CREATE_ID, MIGRATE_ID, WAKE).  The one record that is not an
+ *   event is WAKE's: event UROCE_CM_EVENT_WAKE, handle 0, which the library drops; it
+ *   only makes the fd readable for records the library moved to that channel itself
+ *   (an id's records read from its old channel after MIGRATE_ID).
  *
  * The daemon never blocks on a full event connection: it queues events per channel
  * (in order) and writes them as the socket drains.  If a channel's queue overflows
@@ -65,8 +68,20 @@
  * Events reported to the application and their acks are the library's business
  * (rdma_destroy_id waits for them as librdmacm does).  DESTROY_ID, MIGRATE_ID and
  * LEAVE_MCAST return how many events the daemon has written for the id (or the group)
- * on its channel so far (`events`), so that the library can wait until it has read
- * each of them from that channel, as librdmacm waits for the kernel's events_reported.
+ * on its channel so far (`events`), so that the library knows how many of them are
+ * still in that channel's socket, unread (librdmacm's events_reported is the kernel's
+ * count of the ones read).  An id's count is of every event record carrying its
+ * handle (its MULTICAST_* ones included; a CONNECT_REQUEST counts for the listener).
+ * The library discards a destroyed id's and a left group's unread records when it
+ * reads them, as the kernel drops their queued events, and moves a migrated id's to
+ * the new channel, as the kernel's ucma_migrate_id moves them.
+ *
+ * A CONNECT_REQUEST the library discards (its listener destroyed, or the new id
+ * could not be set up) gets a DESTROY_ID of its new_handle from the library.  A
+ * listener's DESTROY_ID also destroys its new ids that no command has named yet (the
+ * library QUERYs each new id when it processes the CONNECT_REQUEST), as the kernel's
+ * ucma_free_ctx destroys the new ids of the requests never reported; a later
+ * DESTROY_ID of such a handle fails harmlessly.
  *
  * ---- Conventions ----------------------------------------------------------------------
  *
@@ -89,9 +104,13 @@
 #define UROCE_CM_MAGIC 0x55434d41u      /* "UCMA" */
 #define UROCE_CM_VERSION 1
 #define UROCE_CM_PRIV_MAX 224u          /* largest private data field of a CM message (RTU) */
-#define UROCE_CM_OPTVAL_MAX 64u         /* rdma_set_option values uroce accepts */
+#define UROCE_CM_OPTVAL_MAX 72u         /* rdma_set_option values uroce accepts: the
+					 * largest is RDMA_OPTION_IB_PATH's one struct
+					 * ibv_path_data (72 bytes; the library sends the
+					 * entry the kernel would pick) */
 #define UROCE_CM_EVQ_MAX 4096u          /* events queued per channel before dropping */
 #define UROCE_CM_DEV_MAX 64u            /* = UROCE_DEV_NAME_MAX */
+#define UROCE_CM_EVENT_WAKE 0xFFFFu     /* WAKE's record: not an rdma_cm_event_type */
 
 enum uroce_cm_op {
 	UROCE_CM_OP_CHANNEL_OPEN = 1,   /* event connection only -> channel */
@@ -119,6 +138,8 @@ enum uroce_cm_op {
 	UROCE_CM_OP_LEAVE_MCAST,        /* handle, mcast.group -> events for that group */
 	UROCE_CM_OP_STATS,              /* -> stats (for `uroce stat`; no handle) */
 	UROCE_CM_OP_EVENT,              /* daemon -> library, on an event connection only */
+	UROCE_CM_OP_WAKE,               /* wake.channel: one UROCE_CM_EVENT_WAKE record on
+					 * that channel (no handle) */
 	UROCE_CM_OP_MAX
 };
 
@@ -135,7 +156,10 @@ struct uroce_cm_conn {
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
 	uint8_t srq;
-	uint8_t qp_type;                /* enum ibv_qp_type of the QP: IBV_QPT_RC / UC / UD */
+	uint8_t qp_type;                /* enum ibv_qp_type of the QP: IBV_QPT_RC / UC / UD
+					 * (the daemon takes the REQ's transport from the id,
+					 * as the kernel does; in CONNECT_REQUEST and
+					 * CONNECT_RESPONSE it reports the REQ's) */
 	uint32_t qp_num;
 	uint32_t qkey;                  /* UD accept: the Q_Key to advertise (0: the id's) */
 };
@@ -182,6 +206,9 @@ struct uroce_cm_cmd {
 		struct {                        /* MIGRATE_ID */
 			uint32_t channel;
 		} migrate;
+		struct {                        /* WAKE */
+			uint32_t channel;
+		} wake;
 		struct {                        /* JOIN_MCAST, LEAVE_MCAST */
 			struct sockaddr_storage group;
 			uint64_t cookie;        /* the join's context: MULTICAST_JOIN's private_data */
@@ -208,7 +235,8 @@ struct uroce_cm_query {
 					 * and on the passive side from the REQ) */
 	uint32_t state;                 /* the daemon's id state (enum uroce_cm_state,
 					 * src/cm): for `uroce` diagnostics and tests */
-	uint32_t qp_num;                /* the connected QP's number, 0 if none yet */
+	uint32_t qp_num;                /* this id's QP number as CONNECT / ACCEPT gave it
+					 * (conn.qp_num), 0 if none yet */
 };
 
 struct uroce_cm_stats {
@@ -249,7 +277,7 @@ struct uroce_cm_event {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t op;                    /* UROCE_CM_OP_EVENT */
-	uint32_t event;                 /* enum rdma_cm_event_type */
+	uint32_t event;                 /* enum rdma_cm_event_type, or UROCE_CM_EVENT_WAKE */
 	int32_t status;                 /* as the kernel reports it: 0, -errno (-ETIMEDOUT
 					 * for UNREACHABLE after retries, ...), a REJ reason
 					 * (REJECTED, positive) or a SIDR status */
@@ -276,6 +304,7 @@ struct uroce_cm_event {
 };
 
 _Static_assert(sizeof(struct uroce_cm_cmd) <= 1024, "command record");
+_Static_assert(UROCE_CM_OPTVAL_MAX >= sizeof(struct ibv_path_data), "IB_PATH fits");
 _Static_assert(sizeof(struct uroce_cm_reply) <= 2080, "reply record");
 _Static_assert(sizeof(struct uroce_cm_query) <= 2048, "query fits the reply");
 _Static_assert(sizeof(struct uroce_cm_stats) <= 2048, "stats fit the reply");
