@@ -26,6 +26,9 @@
  *   flush      zero-length RDMA WRITE, num_sge 0, rkey 0, remote_addr 0, INLINE: success
  *   ops        SEND (inline, solicited) into the SRQ, WRITE, READ, 64-bit fetch-add and
  *              cmp-swap with FENCE, each completion and result checked
+ *   rd_order   a READ, then unfenced a WRITE to the same bytes: the READ returns what was
+ *              there when it executed (rxe and mlx5 do; Open MPI 4.1's osc ucx
+ *              MPI_Get_accumulate(MPI_REPLACE) is a get then a put with no flush between)
  *   ud_sl      UD receive: IBV_WC_GRH, wc.sl = 2 for IPv4 (then the destination address
  *              is the last 4 bytes of the GRH area), 1 for IPv6 (the last 16 bytes): UCX's
  *              UCX_UD_VERBS_ETH_DGID_CHECK drops every datagram otherwise
@@ -385,6 +388,41 @@ static void check_rc(struct ibv_comp_channel *ch)
 		CHECK(poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "cmp-swap: %s", ibv_wc_status_str(wc.status));
 		CHECK(mem[1801] == 42 && mem[1800] == 7, "cmp-swap: old %lu new %lu",
 		      (unsigned long)mem[1801], (unsigned long)mem[1800]);
+	}
+	/* 4: a READ and then, unfenced, a WRITE to the same bytes: the READ returns them as
+	 * they were when it executed, as rxe and mlx5 do.  Open MPI 4.1's osc ucx relies on it
+	 * (MPI_Get_accumulate with MPI_REPLACE is a get then a put, no flush between). */
+	for (int round = 0; round < 50; round++) {
+		struct ibv_sge rs = { .addr = (uintptr_t)&mem[1600], .length = 128, .lkey = mr->lkey };
+		struct ibv_sge ws = { .addr = (uintptr_t)&mem[1700], .length = 128, .lkey = mr->lkey };
+		struct ibv_send_wr w2 = {
+			.wr_id = 9, .opcode = IBV_WR_RDMA_WRITE, .sg_list = &ws, .num_sge = 1,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { .remote_addr = (uintptr_t)&mem[1300], .rkey = mr->rkey },
+		};
+		struct ibv_send_wr w1 = {
+			.wr_id = 8, .opcode = IBV_WR_RDMA_READ, .sg_list = &rs, .num_sge = 1,
+			.send_flags = IBV_SEND_SIGNALED, .next = &w2,
+			.wr.rdma = { .remote_addr = (uintptr_t)&mem[1300], .rkey = mr->rkey },
+		}, *bad;
+		int done = 0, ok = 1;
+
+		for (int i = 0; i < 16; i++) {
+			mem[1300 + i] = 100 * (uint64_t)round + (uint64_t)i;   /* before */
+			mem[1700 + i] = ~mem[1300 + i];                        /* what the WRITE puts */
+			mem[1600 + i] = 0;
+		}
+		CHECK(ibv_post_send(a, &w1, &bad) == 0, "post READ + WRITE");
+		while (done < 2 && poll_one(scq, &wc) == 1) {
+			CHECK(wc.status == IBV_WC_SUCCESS, "READ/WRITE: %s", ibv_wc_status_str(wc.status));
+			done++;
+		}
+		CHECK(done == 2, "READ + WRITE: %d completions", done);
+		for (int i = 0; i < 16; i++)
+			ok &= mem[1600 + i] == 100 * (uint64_t)round + (uint64_t)i;
+		CHECK(ok, "round %d: the READ returned data written by the WRITE posted after it", round);
+		if (!ok)
+			break;
 	}
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
