@@ -291,6 +291,16 @@ ompi-driver)
 	expect_out 'returning priority 51' "pml ucx priority"
 	expect_out '^Hello, World! I am process 1 of 2 on ' "helloworld rank 1"
 	prove "$tmp/all" 1 ucp rc_verbs; check_proof ;;
+ompi-shim)
+	# The same ringtest with every `uroce run` on the LD_PRELOAD shim (the fallback where
+	# namespaces are refused): mpirun, orted and the ranks inherit it.
+	UROCE_RUN_MODE=shim
+	export UROCE_RUN_MODE
+	ompi_run -- /usr/bin/python3 -c 'import os; print("rank view", os.environ.get("UROCE_RUN"), flush=True)
+from mpi4py import bench; bench.main(["ringtest", "-n", "1048576", "-l", "20"])'
+	expect_out '^time for 20 loops = ' "ringtest"
+	[ "$(grep -c '^rank view shim$' "$tmp/all")" -eq 2 ] || fail "both ranks on the shim"
+	prove "$tmp/all" $((MIB * 20 * 2)) ucp rc_verbs; check_proof ;;
 # --- MPICH 4.0 (mpi4py in Debian is built for Open MPI only)
 mpich-netpipe)
 	mpich_run "$MPICH_UCX" NPmpich2 -i -u $MIB -o /dev/null
