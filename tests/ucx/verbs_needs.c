@@ -24,7 +24,8 @@
  *              hop_limit 255
  *   ah         the test AH of uct_ib_device_test_roce_gid_index (flow_label 1)
  *   flush      zero-length RDMA WRITE, num_sge 0, rkey 0, remote_addr 0, INLINE: success
- *   ops        SEND (inline, solicited) into the SRQ, WRITE, READ, 64-bit fetch-add and
+ *   ops        SEND (inline, solicited, an empty SGE at address 0 after the data, as
+ *              UCX's am_short posts it) into the SRQ, WRITE, READ, 64-bit fetch-add and
  *              cmp-swap with FENCE, each completion and result checked
  *   rd_order   a READ, then unfenced a WRITE to the same bytes: the READ returns what was
  *              there when it executed (rxe and mlx5 do; Open MPI 4.1's osc ucx
@@ -331,9 +332,11 @@ static void check_rc(struct ibv_comp_channel *ch)
 		struct ibv_sge rs = { .addr = (uintptr_t)&mem[512], .length = 64, .lkey = mr->lkey };
 		struct ibv_recv_wr rw = { .wr_id = 2, .sg_list = &rs, .num_sge = 1 }, *rbad;
 		char msg[40] = "uroce srq send";
-		struct ibv_sge ss = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
+		/* uct_rc_verbs_ep_am_short: header and payload as two inline SGEs; an empty
+		 * payload is an SGE of length 0 at address 0. */
+		struct ibv_sge ss[2] = { { .addr = (uintptr_t)msg, .length = sizeof(msg) }, { 0 } };
 		struct ibv_send_wr wr = {
-			.wr_id = 3, .opcode = IBV_WR_SEND, .sg_list = &ss, .num_sge = 1,
+			.wr_id = 3, .opcode = IBV_WR_SEND, .sg_list = ss, .num_sge = 2,
 			.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
 		}, *bad;
 
