@@ -246,8 +246,7 @@ uct-rc-cswap)   perftest "" "$UCT_RC -t cswap -n 2000 -w 100" $((8 * 2000)) uct;
 uct-ud-am_lat)  perftest "" "$UCT_UD -t am_lat -s 8 -n 2000 -w 100" $((8 * 2 * 2000)) uct; check_proof ;;
 uct-ud-am_bw)   perftest "" "$UCT_UD -t am_bw -D bcopy -s 512 -n 2000 -w 100" $((512 * 2000)) uct; check_proof ;;
 # --- UCP level: UCX_TLS=rc_v (rc_verbs + ud_verbs for wireup), then ud_v
-ucp-rc-tag_lat|ucp-ud-tag_lat|ucp-rc-tag_bw|ucp-ud-tag_bw|ucp-rc-ucp_put|ucp-ud-ucp_put|\
-ucp-rc-ucp_get|ucp-ud-ucp_get|ucp-rc-stream_bw|ucp-ud-stream_bw)
+ucp-rc-* | ucp-ud-*)
 	tl=$(echo "$CASE" | cut -d- -f2)
 	t=$(echo "$CASE" | cut -d- -f3)
 	if [ "$tl" = rc ]; then pin=$PIN_RC; want=rc_verbs; else pin=$PIN_UD; want=ud_verbs; fi
@@ -257,6 +256,7 @@ ucp-rc-ucp_get|ucp-ud-ucp_get|ucp-rc-stream_bw|ucp-ud-stream_bw)
 	ucp_put)   args="-t ucp_put_bw -s 65536 -n 500 -w 50"; min=$((65536 * 500)) ;;
 	ucp_get)   args="-t ucp_get -s 65536 -n 500 -w 50"; min=$((65536 * 500)) ;;
 	stream_bw) args="-t stream_bw -s 65536 -n 500 -w 50"; min=$((65536 * 500)) ;;
+	*) echo "unknown case $CASE"; exit 2 ;;
 	esac
 	perftest "$pin" "$args" $min ucp $want; check_proof ;;
 # --- Open MPI 4.1
