@@ -296,7 +296,7 @@ ompi-shim)
 	# namespaces are refused): mpirun, orted and the ranks inherit it.
 	UROCE_RUN_MODE=shim
 	export UROCE_RUN_MODE
-	ompi_run -- /usr/bin/python3 -c 'import os; print("rank view", os.environ.get("UROCE_RUN"), flush=True)
+	ompi_run -- /usr/bin/python3 -c 'import os; os.write(1, ("rank view %s\n" % os.environ.get("UROCE_RUN")).encode())
 from mpi4py import bench; bench.main(["ringtest", "-n", "1048576", "-l", "20"])'
 	expect_out '^time for 20 loops = ' "ringtest"
 	[ "$(grep -c '^rank view shim$' "$tmp/all")" -eq 2 ] || fail "both ranks on the shim"
