@@ -76,7 +76,7 @@ def _ip(toks, i):
 
 def _uroce(toks, i):
     if i + 1 < len(toks) and toks[i + 1] == "run":
-        return i + 2
+        return _after_options(toks, i + 1)   # uroce run [-v] [--ns|--shim|--plain] [--] CMD
     return None
 
 

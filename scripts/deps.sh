@@ -19,7 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Libraries, headers and Python modules: what no command stands for.
 BUILD_LIBS="libibverbs-dev librdmacm-dev libisal-dev libpcap-dev libcmocka-dev zlib1g-dev"
 TEST_LIBS="libclang-rt-14-dev python3 python3-scapy python3-pyverbs ibverbs-providers \
-libibverbs1 librdmacm1 libucx0 ucx-utils libfabric1 openmpi-bin libopenmpi3"
+libibverbs1 librdmacm1 libucx0 ucx-utils libfabric1 openmpi-bin libopenmpi3 \
+libopenmpi-dev libmpich-dev python3-mpi4py"
 
 case "${1:-build}" in
 build) parts="build"; want="$BUILD_LIBS" ;;

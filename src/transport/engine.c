@@ -835,6 +835,16 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
 }
 
+/* io.flush: the batch leaves now (the responder is about to overwrite memory that READ
+ * responses in it point at); the QP stays corked. */
+static void eng_io_flush(void *arg)
+{
+	struct engine_qp *eq = arg;
+
+	if (eq->corked)
+		eng_flush(eq);
+}
+
 static void eng_timer(void *arg, uint64_t deadline)
 {
 	struct engine_qp *eq = arg;
@@ -977,6 +987,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
+	io.flush = eng_io_flush;
 	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=0: no timed
 	 * deferral behind the QP's next request (rc_resp.c acknowledge). */
 	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");

@@ -160,6 +160,9 @@ struct uroce_rc_io {
 		     const struct iovec *data, unsigned ndata, const uint8_t *tail, size_t tlen);
 	void (*timer)(void *arg, uint64_t deadline);   /* a timer was armed (may be NULL) */
 	void (*release)(void *arg);                     /* at detach (may be NULL) */
+	/* Optional: send what the engine has collected for this QP now, so that payload given
+	 * to xmitv is read before the caller changes that memory (rc_resp.c reads_first). */
+	void (*flush)(void *arg);
 	void *arg;
 	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
 	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while
@@ -232,6 +235,7 @@ struct uroce_rc {
 	uint32_t resp_psn;               /* expected PSN */
 	uint32_t msn;                    /* messages completed (24 bits) */
 	bool nak_sent;                   /* one sequence NAK per gap (rxe sent_psn_nak) */
+	bool resp_read_unsent;           /* READ responses handed to xmitv may not have left */
 	bool ack_pending;                /* an ACK for ack_psn is held (ack_batch or io.defer_timed) */
 	bool ack_batch;                  /* set by the engine while it delivers a receive batch:
 					  * ACKs wait for the batch's end (one for several messages) */

@@ -199,6 +199,8 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 			if (uroce_rc_xmit_pieces(rc, plen, n, &d, 1) == -EOPNOTSUPP) {
 				memcpy(pl, src + off, n);
 				uroce_rc_xmit(rc, rc->scratch, plen);
+			} else {
+				rc->resp_read_unsent = true;
 			}
 		} else {
 			uroce_rc_xmit(rc, rc->scratch, plen);
@@ -206,6 +208,21 @@ static void read_reply(struct uroce_rc *rc, const uint8_t *src, uint32_t len, ui
 		off += n;
 		psn = psn_add(psn, 1);
 	} while (off < len);
+}
+
+/* Before a request changes memory: READ responses still waiting in the engine's batch
+ * point at the memory they carry, so they leave first.  IBA lets a later WRITE, SEND or
+ * atomic execute before an earlier READ's data is read (the requester's Fence indicator,
+ * IBA 10.8.3.3, is what orders them), but rxe and mlx5 read it first and consumers rely on
+ * that: Open MPI 4.1's osc ucx implements MPI_Get_accumulate(MPI_REPLACE) as a get and a
+ * put with no flush between (tests/ucx/verbs_needs.c rd_order). */
+static void reads_first(struct uroce_rc *rc)
+{
+	if (!rc->resp_read_unsent)
+		return;
+	rc->resp_read_unsent = false;
+	if (rc->io.flush)
+		rc->io.flush(rc->io.arg);
 }
 
 static void atomic_reply(struct uroce_rc *rc, uint32_t psn, uint64_t orig)
@@ -382,6 +399,7 @@ static enum uroce_resp_state execute(struct uroce_rc *rc, struct resp_ctx *c)
 	const struct uroce_pkt *pkt = c->pkt;
 	uint32_t mask = pkt->op->mask;
 
+	reads_first(rc);
 	if (mask & UROCE_OPF_SEND) {
 		c->err = uroce_rc_sge_copy(rc->qp, rc->resp_rwqe->sge, rc->resp_rwqe->num_sge,
 					   rc->resp_rcv_off, (uint8_t *)pkt->payload, pkt->payload_len, true);
@@ -441,6 +459,7 @@ static enum uroce_resp_state do_atomic(struct uroce_rc *rc, struct resp_ctx *c)
 	struct uroce_rc_res *r = res_new(rc);
 	uint64_t orig;
 
+	reads_first(rc);
 	/* IBA 9.4.5: atomic with respect to other atomics of this HCA: the whole process
 	 * uses the same CPU atomics. */
 	if (pkt->bth.opcode == UROCE_OP_CMP_SWAP) {

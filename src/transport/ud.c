@@ -45,6 +45,17 @@ void uroce_ud_grh_area(const struct uroce_rxpkt *p, uint8_t out[UROCE_UD_GRH_LEN
 	memcpy(out + 24, p->dgid, 16);
 }
 
+/* RoCE has no service level on the wire (the VL/SL of IBA 7.6 become the IP header's
+ * DSCP/ECN), so the work completion's sl field is free.  mlx5 fills it from its CQE with the
+ * packet's L3 header type (0 GRH, 1 IPv6, 2 IPv4), and UCX 1.13's ud_verbs reads it from
+ * there to know where the destination address sits in the GRH area: with 0 it compares 16
+ * bytes of IPv4 header with its GIDs and drops every datagram (UCX_UD_VERBS_ETH_DGID_CHECK).
+ * rxe leaves it 0. */
+uint8_t uroce_ud_wc_sl(const struct uroce_rxpkt *p)
+{
+	return gid_v4mapped(p->src.gid) ? 2 : 1;
+}
+
 /* ------------------------------------------------------------ requester */
 
 static void complete_send(struct uroce_qp *qp, const struct uroce_wqe *w, enum ibv_wc_status st,
@@ -230,6 +241,7 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *rp)
 		wc.src_qp = pkt->deth.srcqp;
 		wc.wc_flags = IBV_WC_GRH;
 		wc.pkey_index = qp->attr.pkey_index;   /* the entry the P_Key matched */
+		wc.sl = uroce_ud_wc_sl(rp);
 		if (pkt->op->mask & UROCE_OPF_IMM) {
 			wc.wc_flags |= IBV_WC_WITH_IMM;
 			wc.imm_data = htobe32(pkt->imm);

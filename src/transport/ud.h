@@ -45,5 +45,9 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *p);
 /* Fill the 40-byte GRH area of a UD receive as RoCEv2 receivers do: IPv4 → 20 zero bytes
  * then the IPv4 header; IPv6 → the IPv6 header (a GRH, IBA 8.3).  Pure; never fails. */
 void uroce_ud_grh_area(const struct uroce_rxpkt *p, uint8_t out[UROCE_UD_GRH_LEN]);
+/* The receive completion's sl for a UD packet: the network header type in the low three
+ * bits, 2 for IPv4 and 1 for IPv6, as mlx5 reports it on RoCE (docs/soft-roce-differences.md).
+ * Pure. */
+uint8_t uroce_ud_wc_sl(const struct uroce_rxpkt *p);
 
 #endif

@@ -438,7 +438,14 @@ int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
 		ret = -errno;
 		goto err_stop;
 	}
-	ib->num_comp_vectors = 1;
+	/* One completion vector per CPU, as rxe has (num_possible_cpus): consumers pick one by
+	 * CPU (UCX passes the lowest CPU of its worker's mask).  Every vector behaves alike:
+	 * a CQ's events go to its channel, whichever vector it names. */
+	{
+		long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+
+		ib->num_comp_vectors = ncpu > 1 ? (int)(ncpu < 1024 ? ncpu : 1024) : 1;
+	}
 	pthread_mutex_init(&ib->mutex, NULL);
 	ib->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	ctx->vctx.sz = sizeof(struct verbs_context);

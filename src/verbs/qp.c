@@ -636,6 +636,10 @@ static int build_wqe(struct uroce_qp *qp, struct uroce_wqe *w, const struct ibv_
 		uint8_t *dst = (uint8_t *)&w->sge[qp->sq.max_sge];
 
 		for (int i = 0; i < wr->num_sge; i++) {
+			/* An empty SGE may have address 0 (UCX's inline sends do): nothing to copy,
+			 * and memcpy from NULL is undefined even for 0 bytes. */
+			if (!wr->sg_list[i].length)
+				continue;
 			memcpy(dst, (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
 			dst += wr->sg_list[i].length;
 		}
