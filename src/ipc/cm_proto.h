@@ -65,8 +65,20 @@
  * Events reported to the application and their acks are the library's business
  * (rdma_destroy_id waits for them as librdmacm does).  DESTROY_ID, MIGRATE_ID and
  * LEAVE_MCAST return how many events the daemon has written for the id (or the group)
- * on its channel so far (`events`), so that the library can wait until it has read
- * each of them from that channel, as librdmacm waits for the kernel's events_reported.
+ * on its channel so far (`events`), so that the library knows how many of them are
+ * still in that channel's socket, unread (librdmacm's events_reported is the kernel's
+ * count of the ones read).  An id's count is of every event record carrying its
+ * handle (its MULTICAST_* ones included; a CONNECT_REQUEST counts for the listener).
+ * The library discards a destroyed id's and a left group's unread records when it
+ * reads them, as the kernel drops their queued events, and moves a migrated id's to
+ * the new channel, as the kernel's ucma_migrate_id moves them.
+ *
+ * A CONNECT_REQUEST the library discards (its listener destroyed, or the new id
+ * could not be set up) gets a DESTROY_ID of its new_handle from the library.  A
+ * listener's DESTROY_ID also destroys its new ids that no command has named yet (the
+ * library QUERYs each new id when it processes the CONNECT_REQUEST), as the kernel's
+ * ucma_free_ctx destroys the new ids of the requests never reported; a later
+ * DESTROY_ID of such a handle fails harmlessly.
  *
  * ---- Conventions ----------------------------------------------------------------------
  *
@@ -89,7 +101,10 @@
 #define UROCE_CM_MAGIC 0x55434d41u      /* "UCMA" */
 #define UROCE_CM_VERSION 1
 #define UROCE_CM_PRIV_MAX 224u          /* largest private data field of a CM message (RTU) */
-#define UROCE_CM_OPTVAL_MAX 64u         /* rdma_set_option values uroce accepts */
+#define UROCE_CM_OPTVAL_MAX 72u         /* rdma_set_option values uroce accepts: the
+					 * largest is RDMA_OPTION_IB_PATH's one struct
+					 * ibv_path_data (72 bytes; the library sends the
+					 * entry the kernel would pick) */
 #define UROCE_CM_EVQ_MAX 4096u          /* events queued per channel before dropping */
 #define UROCE_CM_DEV_MAX 64u            /* = UROCE_DEV_NAME_MAX */
 
@@ -276,6 +291,7 @@ struct uroce_cm_event {
 };
 
 _Static_assert(sizeof(struct uroce_cm_cmd) <= 1024, "command record");
+_Static_assert(UROCE_CM_OPTVAL_MAX >= sizeof(struct ibv_path_data), "IB_PATH fits");
 _Static_assert(sizeof(struct uroce_cm_reply) <= 2080, "reply record");
 _Static_assert(sizeof(struct uroce_cm_query) <= 2048, "query fits the reply");
 _Static_assert(sizeof(struct uroce_cm_stats) <= 2048, "stats fit the reply");
