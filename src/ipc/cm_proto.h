@@ -47,7 +47,10 @@
  *   order the events happened; anything the library sends later is a protocol error
  *   (the daemon closes the connection).  Events for ids of a channel that is closed
  *   are dropped and counted.  A channel is not owned: any command connection of the
- *   same uid may name it (CREATE_ID, MIGRATE_ID).
+ *   same uid may name it (CREATE_ID, MIGRATE_ID, WAKE).  The one record that is not an
+ *   event is WAKE's: event UROCE_CM_EVENT_WAKE, handle 0, which the library drops; it
+ *   only makes the fd readable for records the library moved to that channel itself
+ *   (an id's records read from its old channel after MIGRATE_ID).
  *
  * The daemon never blocks on a full event connection: it queues events per channel
  * (in order) and writes them as the socket drains.  If a channel's queue overflows
@@ -107,6 +110,7 @@
 					 * entry the kernel would pick) */
 #define UROCE_CM_EVQ_MAX 4096u          /* events queued per channel before dropping */
 #define UROCE_CM_DEV_MAX 64u            /* = UROCE_DEV_NAME_MAX */
+#define UROCE_CM_EVENT_WAKE 0xFFFFu     /* WAKE's record: not an rdma_cm_event_type */
 
 enum uroce_cm_op {
 	UROCE_CM_OP_CHANNEL_OPEN = 1,   /* event connection only -> channel */
@@ -134,6 +138,8 @@ enum uroce_cm_op {
 	UROCE_CM_OP_LEAVE_MCAST,        /* handle, mcast.group -> events for that group */
 	UROCE_CM_OP_STATS,              /* -> stats (for `uroce stat`; no handle) */
 	UROCE_CM_OP_EVENT,              /* daemon -> library, on an event connection only */
+	UROCE_CM_OP_WAKE,               /* wake.channel: one UROCE_CM_EVENT_WAKE record on
+					 * that channel (no handle) */
 	UROCE_CM_OP_MAX
 };
 
@@ -197,6 +203,9 @@ struct uroce_cm_cmd {
 		struct {                        /* MIGRATE_ID */
 			uint32_t channel;
 		} migrate;
+		struct {                        /* WAKE */
+			uint32_t channel;
+		} wake;
 		struct {                        /* JOIN_MCAST, LEAVE_MCAST */
 			struct sockaddr_storage group;
 			uint64_t cookie;        /* the join's context: MULTICAST_JOIN's private_data */
@@ -264,7 +273,7 @@ struct uroce_cm_event {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t op;                    /* UROCE_CM_OP_EVENT */
-	uint32_t event;                 /* enum rdma_cm_event_type */
+	uint32_t event;                 /* enum rdma_cm_event_type, or UROCE_CM_EVENT_WAKE */
 	int32_t status;                 /* as the kernel reports it: 0, -errno (-ETIMEDOUT
 					 * for UNREACHABLE after retries, ...), a REJ reason
 					 * (REJECTED, positive) or a SIDR status */
