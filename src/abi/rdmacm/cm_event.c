@@ -281,6 +281,45 @@ int cm_channel_read_nb(struct uroce_cm_channel *ch, struct cm_rec **out)
 	return read_socket(ch, MSG_DONTWAIT, out);
 }
 
+static bool is_wake(const struct uroce_cm_event *ev)
+{
+	return ev->event == UROCE_CM_EVENT_WAKE && ev->handle == 0;
+}
+
+/* The backlog is being handed out: a WAKE the daemon wrote for it may be the next
+ * record in the socket, and would leave the fd readable with nothing to read.  Take
+ * one record without blocking: a WAKE is dropped, anything else goes to the backlog
+ * (in order: the backlog was emptied to hand out the record before it). */
+static void wake_read(struct uroce_cm_channel *ch)
+{
+	pthread_mutex_lock(&cm_lock);
+	if (ch->wakes)
+		ch->wakes--;
+	pthread_mutex_unlock(&cm_lock);
+}
+
+static void take_wake(struct uroce_cm_channel *ch)
+{
+	struct cm_rec *r;
+	bool look;
+
+	/* Only while a WAKE is on its way: a record read ahead then still leaves the
+	 * WAKE behind it in the socket, so the fd stays readable for the backlog. */
+	pthread_mutex_lock(&cm_lock);
+	look = !ch->backlog && ch->wakes;
+	pthread_mutex_unlock(&cm_lock);
+	if (!look || cm_channel_read_nb(ch, &r) != 1)
+		return;
+	if (is_wake(&r->ev)) {
+		wake_read(ch);
+		free(r);
+		return;
+	}
+	pthread_mutex_lock(&cm_lock);
+	cm_backlog_push(ch, r);
+	pthread_mutex_unlock(&cm_lock);
+}
+
 /* The next record for rdma_get_cm_event: the backlog first, then the socket
  * (blocking unless the fd is O_NONBLOCK).  -EAGAIN, -ENODEV (dead and drained). */
 static int next_record(struct uroce_cm_channel *ch, struct cm_rec **out)
@@ -295,6 +334,8 @@ static int next_record(struct uroce_cm_channel *ch, struct cm_rec **out)
 		dead = ch->dead;
 		pthread_mutex_unlock(&cm_lock);
 		if (r) {
+			if (!dead)
+				take_wake(ch);
 			*out = r;
 			return 0;
 		}
@@ -311,7 +352,8 @@ static int next_record(struct uroce_cm_channel *ch, struct cm_rec **out)
 	}
 }
 
-int cm_route_locked(struct uroce_cm_channel *ch, struct cm_rec *r)
+int cm_route_locked(struct uroce_cm_channel *ch, struct cm_rec *r,
+		    struct uroce_cm_channel **moved_to)
 {
 	struct cm_id *cid = cm_table_find_locked(ch->daemon, r->ev.handle);
 
@@ -326,10 +368,34 @@ int cm_route_locked(struct uroce_cm_channel *ch, struct cm_rec *r)
 		/* Written before the id moved: the kernel would have moved it with the
 		 * id, so it goes to the new channel. */
 		cid->stale_left--;
-		cm_backlog_push(cm_chan(cid->id.channel), r);
+		*moved_to = cm_chan(cid->id.channel);
+		cm_backlog_push(*moved_to, r);
 		return 0;
 	}
 	return 1;
+}
+
+void cm_channel_wake(struct uroce_cm_channel *ch)
+{
+	struct uroce_cm_cmd cmd;
+	struct uroce_cm_reply rep;
+	struct cm_conn *c;
+
+	if (cm_conn_get(&c))
+		return;
+	if (c->daemon == ch->daemon) {
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.u.wake.channel = ch->number;
+		if (cm_call(c, UROCE_CM_OP_WAKE, 0, &cmd, &rep)) {
+			cm_debug("WAKE of channel %u failed: moved records show at the next read",
+				 ch->number);
+		} else {
+			pthread_mutex_lock(&cm_lock);
+			ch->wakes++;
+			pthread_mutex_unlock(&cm_lock);
+		}
+	}
+	cm_conn_put(c);
 }
 
 /* ---- what the library does to each event -------------------------------------------- */
@@ -453,10 +519,20 @@ static int process(struct uroce_cm_channel *ch, struct cm_rec *r, struct cm_even
 	struct cm_mc *mc = NULL;
 	int ret;
 
+	if (is_wake(ev)) {
+		wake_read(ch);
+		free(r);         /* WAKE: its job was to make the fd readable */
+		return 0;
+	}
 	pthread_mutex_lock(&cm_lock);
-	if (!r->counted && !cm_route_locked(ch, r)) {
-		pthread_mutex_unlock(&cm_lock);
-		return 0;        /* now on the id's new channel */
+	if (!r->counted) {
+		struct uroce_cm_channel *moved_to = NULL;
+
+		if (!cm_route_locked(ch, r, &moved_to)) {
+			pthread_mutex_unlock(&cm_lock);
+			cm_channel_wake(moved_to);
+			return 0;        /* now on the id's new channel */
+		}
 	}
 	cid = cm_table_find_locked(ch->daemon, ev->handle);
 	if (cid) {

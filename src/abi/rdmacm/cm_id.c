@@ -704,6 +704,8 @@ static int64_t now_ms(void)
 static void drain_old_channel(struct cm_id *cid, struct uroce_cm_channel *old)
 {
 	int64_t deadline = now_ms() + cm_timeout_ms();
+	struct uroce_cm_channel *moved_to = NULL;
+	bool kept = false;
 
 	for (;;) {
 		struct pollfd p = { .fd = old->pub.fd, .events = POLLIN };
@@ -718,25 +720,32 @@ static void drain_old_channel(struct cm_id *cid, struct uroce_cm_channel *old)
 		dead = old->dead;
 		pthread_mutex_unlock(&cm_lock);
 		if (!stale || dead)
-			return;
+			break;
 		left = deadline - now_ms();
 		if (left <= 0) {
 			cm_debug("migrate: %u record(s) of id %u never arrived", stale, cid->handle);
-			return;
+			break;
 		}
 		/* Short slices: another thread reading the old channel may take them. */
 		if (poll(&p, 1, left < 20 ? (int)left : 20) <= 0)
 			continue;
 		ret = cm_channel_read_nb(old, &r);
 		if (ret < 0)
-			return;
+			break;
 		if (ret == 0)
 			continue;
 		pthread_mutex_lock(&cm_lock);
-		if (cm_route_locked(old, r))
+		if (cm_route_locked(old, r, &moved_to)) {
 			cm_backlog_push(old, r);
+			kept = true;
+		}
 		pthread_mutex_unlock(&cm_lock);
 	}
+	/* A record in each socket keeps the fds readable for the backlogs. */
+	if (moved_to)
+		cm_channel_wake(moved_to);
+	if (kept && !old->sync)
+		cm_channel_wake(old);
 }
 
 int cm_migrate(struct cm_id *cid, struct rdma_event_channel *channel)

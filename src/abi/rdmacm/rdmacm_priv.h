@@ -146,6 +146,7 @@ struct uroce_cm_channel {
 	/* Under cm_lock: */
 	struct cm_rec *backlog, *backlog_tail;  /* records to hand out before the socket */
 	bool dead;                 /* EOF seen: DEVICE_REMOVAL queued for its ids */
+	uint32_t wakes;            /* WAKE records asked for and not yet read */
 };
 
 static inline struct uroce_cm_channel *cm_chan(struct rdma_event_channel *ch)
@@ -164,9 +165,14 @@ void cm_backlog_push(struct uroce_cm_channel *ch, struct cm_rec *r);
  * and DEVICE_REMOVAL records are queued for its ids). */
 int cm_channel_read_nb(struct uroce_cm_channel *ch, struct cm_rec **out);
 /* Give a record read from `ch`'s socket to whoever must see it: 1 if it stays on
- * `ch` (the caller processes it), 0 if it was redirected to another channel's
- * backlog (an id migrated while the record was in flight; cm_lock held). */
-int cm_route_locked(struct uroce_cm_channel *ch, struct cm_rec *r);
+ * `ch` (the caller processes it), 0 if it was moved to the backlog of *moved_to (an
+ * id migrated while the record was in flight; cm_lock held).  The caller then
+ * cm_channel_wake()s that channel, without cm_lock. */
+int cm_route_locked(struct uroce_cm_channel *ch, struct cm_rec *r,
+		    struct uroce_cm_channel **moved_to);
+/* Ask the daemon for a WAKE record on ch (its fd turns readable for the records
+ * moved to its backlog).  Best effort. */
+void cm_channel_wake(struct uroce_cm_channel *ch);
 
 /* ---- ids ---- */
 struct cm_id;
