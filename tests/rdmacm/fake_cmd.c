@@ -35,6 +35,7 @@ struct fid {
 	bool named;                  /* a command has named it (new ids) */
 	bool passive, accepted, rep_rcvd;
 	uint32_t handle, channel, ps, qp_type;
+	int cmd_fd;                  /* the command connection that owns it */
 	int state;
 	struct sockaddr_storage src, dst;
 	bool has_dev, has_route;
@@ -76,7 +77,7 @@ static struct {
 		int status;
 	} outcome[UROCE_CM_OP_MAX];
 	bool hold;
-	uint8_t sgid_index;
+	uint8_t sgid_index, sgid_index6;   /* ::ffff:127.0.0.1 and ::1 on uroce0 */
 	uint16_t next_port;
 	uint32_t next_psn;
 } F = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_handle = 100, .next_channel = 10,
@@ -167,12 +168,17 @@ static void loopback_of(int family, struct sockaddr_storage *ss)
 	}
 }
 
+static uint8_t sgid_for(int family)
+{
+	return family == AF_INET6 ? F.sgid_index6 : F.sgid_index;
+}
+
 static void ah_to(struct ibv_ah_attr *ah, const struct sockaddr_storage *dst)
 {
 	memset(ah, 0, sizeof(*ah));
 	ah->is_global = 1;
 	ip2gid(dst, &ah->grh.dgid);
-	ah->grh.sgid_index = F.sgid_index;
+	ah->grh.sgid_index = sgid_for(dst->ss_family);
 	ah->grh.hop_limit = 64;
 	ah->port_num = 1;
 }
@@ -212,7 +218,7 @@ static void do_query(struct fid *f, struct uroce_cm_query *q)
 	snprintf(q->dev, sizeof(q->dev), "uroce0");
 	q->port_num = 1;
 	q->pkey = 0xffff;
-	q->sgid_index = F.sgid_index;
+	q->sgid_index = sgid_for(f->src.ss_family);
 	ip2gid(&f->src, &q->sgid);
 	ip2gid(&f->dst, &q->dgid);
 	if (f->has_route) {
@@ -311,6 +317,7 @@ static int do_connect(struct fid *a, const struct uroce_cm_conn *c)
 	if (!p)
 		return -ENOMEM;
 	p->passive = true;
+	p->cmd_fd = l->cmd_fd;
 	p->channel = l->channel;
 	p->ps = l->ps;
 	p->qp_type = l->qp_type;
@@ -431,6 +438,8 @@ static void do_destroy(struct fid *f)
 	if (peer && peer->peer == f->handle) {
 		if (f->state == F_ESTAB && peer->state == F_ESTAB)
 			emit(peer, RDMA_CM_EVENT_DISCONNECTED, 0);           /* DREQ */
+		else if (f->state == F_DISC && peer->state == F_DISC_SENT)
+			emit(peer, RDMA_CM_EVENT_DISCONNECTED, 0);           /* DREP */
 		else if (f->passive && f->state == F_CONNECT && !f->accepted)
 			emit(peer, RDMA_CM_EVENT_REJECTED, 28);               /* REJ */
 		peer->peer = 0;
@@ -507,6 +516,17 @@ static int do_mcast(struct fid *f, const struct uroce_cm_cmd *cmd, bool join, ui
 	return -EADDRNOTAVAIL;
 }
 
+/* A command connection closed (the process exited or was killed): its ids go, as
+ * the kernel destroys a closed rdma_cm file's ids (REJ / DREQ to their peers). */
+static void conn_closed(int fd)
+{
+	pthread_mutex_lock(&F.lock);
+	for (int i = 0; i < MAX_IDS; i++)
+		if (F.ids[i].used && F.ids[i].cmd_fd == fd)
+			do_destroy(&F.ids[i]);
+	pthread_mutex_unlock(&F.lock);
+}
+
 static int dispatch(int fd, const struct uroce_cm_cmd *cmd, struct uroce_cm_reply *rep)
 {
 	struct fid *f = NULL;
@@ -540,6 +560,7 @@ static int dispatch(int fd, const struct uroce_cm_cmd *cmd, struct uroce_cm_repl
 		if (!f)
 			return -ENOMEM;
 		f->named = true;
+		f->cmd_fd = fd;
 		f->ps = cmd->u.create.ps;
 		f->qp_type = cmd->u.create.qp_type;
 		f->channel = cmd->u.create.channel;
@@ -659,7 +680,6 @@ static int dispatch(int fd, const struct uroce_cm_cmd *cmd, struct uroce_cm_repl
 	default:
 		return -EOPNOTSUPP;
 	}
-	(void)fd;
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -753,6 +773,9 @@ static void serve_commands(int fd, struct uroce_cm_cmd *cmd)
 		} else {
 			rep.status = dispatch(fd, cmd, &rep);
 		}
+		if (getenv("FAKE_CM_DEBUG"))
+			fprintf(stderr, "fake: conn %d op %u handle %u -> %d\n", fd, cmd->op,
+				cmd->handle ? cmd->handle : rep.u.handle, rep.status);
 		pthread_mutex_unlock(&F.lock);
 		if (hold) {
 			late = rep;
@@ -819,10 +842,12 @@ static void *conn_thread(void *arg)
 		if (got >= 0)
 			close(got);
 		conn_add(fd);
-		if (u.cmd.op == UROCE_CM_OP_CHANNEL_OPEN)
+		if (u.cmd.op == UROCE_CM_OP_CHANNEL_OPEN) {
 			serve_channel(fd, &u.cmd);
-		else
+		} else {
 			serve_commands(fd, &u.cmd);
+			conn_closed(fd);
+		}
 		conn_del(fd);
 	} else if (n > 0) {
 		relay(fd, &u, n, got);
@@ -868,7 +893,7 @@ int fake_start(const char *real_name, const char *fake_name)
 	pthread_t t;
 	int err;
 
-	/* Which GID index is ::ffff:127.0.0.1 on uroce0: the real daemon knows. */
+	/* Which GID indexes are ::ffff:127.0.0.1 and ::1 on uroce0: the real daemon knows. */
 	setenv(UROCE_IPC_NAME_ENV, real_name, 1);
 	err = uroce_ipc_open(&ipc, UROCE_IPC_AUTOSTART);
 	if (err)
@@ -882,9 +907,12 @@ int fake_start(const char *real_name, const char *fake_name)
 			continue;
 		for (unsigned g = 0; g < devs[i].num_gids; g++) {
 			static const uint8_t lo4[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
+			static const uint8_t lo6[16] = { [15] = 1 };
 
 			if (devs[i].gids[g].valid && !memcmp(devs[i].gids[g].gid, lo4, 16))
 				F.sgid_index = (uint8_t)g;
+			if (devs[i].gids[g].valid && !memcmp(devs[i].gids[g].gid, lo6, 16))
+				F.sgid_index6 = (uint8_t)g;
 		}
 	}
 	free(devs);
