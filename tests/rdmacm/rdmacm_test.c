@@ -1310,7 +1310,7 @@ static void test_hung_daemon(void **state)
 static void test_daemon_death(void **state)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *a, *b, *s, *n;
+	struct rdma_cm_id *a, *b, *s, *n, *l, *r;
 	struct rdma_cm_event *ev;
 	struct sockaddr_in dst = lo4(1);
 	bool seen_a = false, seen_b = false;
@@ -1319,6 +1319,13 @@ static void test_daemon_death(void **state)
 	assert_int_equal(rdma_create_id(ch, &a, NULL, RDMA_PS_TCP), 0);
 	assert_int_equal(rdma_create_id(ch, &b, NULL, RDMA_PS_UDP), 0);
 	assert_int_equal(rdma_create_id(NULL, &s, NULL, RDMA_PS_TCP), 0);
+	{
+		struct sockaddr_in any = { .sin_family = AF_INET, .sin_port = htons(next_port++) };
+
+		assert_int_equal(rdma_create_id(NULL, &l, NULL, RDMA_PS_TCP), 0);
+		assert_int_equal(rdma_bind_addr(l, (struct sockaddr *)&any), 0);
+		assert_int_equal(rdma_listen(l, 1), 0);
+	}
 	fake_kill();
 	for (int i = 0; i < 2; i++) {
 		ev = expect_event(ch, RDMA_CM_EVENT_DEVICE_REMOVAL, 2000);
@@ -1335,6 +1342,9 @@ static void test_daemon_death(void **state)
 	assert_int_equal(rdma_resolve_addr(s, NULL, (struct sockaddr *)&dst, 100), -1);
 	assert_true(errno == ENODEV);
 	assert_true(now_s() - t0 < 10.0);
+	/* a sync listener waiting for a request hears of it too */
+	assert_fails(rdma_get_request(l, &r), ENODEV);
+	assert_int_equal(rdma_destroy_id(l), 0);
 	assert_int_equal(rdma_destroy_id(a), 0);
 	assert_int_equal(rdma_destroy_id(b), 0);
 	assert_int_equal(rdma_destroy_id(s), 0);

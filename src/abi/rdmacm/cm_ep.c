@@ -114,7 +114,8 @@ UROCE_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
  * The next connection request of a synchronous listener: *id is the new id, its QP
  * created from rdma_create_ep's attributes, its CONNECT_REQUEST in (*id)->event.
  * -1/EINVAL for an asynchronous listener or an event that is not a request
- * (ECONNREFUSED for REJECTED), the event then kept in listen->event.
+ * (ECONNREFUSED for REJECTED, ENODEV for DEVICE_REMOVAL: the daemon went away), the
+ * event then kept in listen->event.
  */
 UROCE_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 {
@@ -137,6 +138,8 @@ UROCE_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id *
 		ret = -ECONNREFUSED;
 	else if (event->status)
 		ret = event->status < 0 ? event->status : -event->status;
+	else if (event->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+		ret = -ENODEV;           /* the daemon went away while we waited */
 	else if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST)
 		ret = -EINVAL;
 	else
