@@ -451,6 +451,49 @@ static void test_connect_data(void **state)
 	pair_free(&p);
 }
 
+/* A UC QP on an RDMA_PS_TCP id: the daemon's attributes are RC's (the id's
+ * transport), the library leaves out what UC refuses, and the QPs connect. */
+static void test_uc_on_tcp_id(void **state)
+{
+	char sbuf[32] = "unreliable but connected", rbuf[32];
+	struct ibv_mr *smr, *rmr;
+	struct ibv_qp_init_attr a;
+	struct rdma_cm_event *ev;
+	struct ibv_wc wc;
+	struct pair p = { 0 };
+	uint16_t port = next_port++;
+
+	p.sch = rdma_create_event_channel();
+	p.cch = rdma_create_event_channel();
+	p.listen = listener(p.sch, RDMA_PS_TCP, port);
+	p.client = resolved_id(p.cch, RDMA_PS_TCP, port);
+	a = qp_attr(IBV_QPT_UC);
+	assert_int_equal(rdma_create_qp(p.client, NULL, &a), 0);
+	assert_int_equal(rdma_connect(p.client, NULL), 0);
+	ev = expect_event(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	p.server = ev->id;
+	rdma_ack_cm_event(ev);
+	a = qp_attr(IBV_QPT_UC);
+	assert_int_equal(rdma_create_qp(p.server, NULL, &a), 0);
+	rmr = rdma_reg_msgs(p.server, rbuf, sizeof(rbuf));
+	memset(rbuf, 0, sizeof(rbuf));
+	assert_int_equal(rdma_post_recv(p.server, NULL, rbuf, sizeof(rbuf), rmr), 0);
+	assert_int_equal(rdma_accept(p.server, NULL), 0);
+	assert_int_equal(qp_state(p.server->qp), IBV_QPS_RTS);
+	rdma_ack_cm_event(expect_event(p.cch, RDMA_CM_EVENT_ESTABLISHED, 2000));
+	assert_int_equal(qp_state(p.client->qp), IBV_QPS_RTS);
+	rdma_ack_cm_event(expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED, 2000));
+	smr = rdma_reg_msgs(p.client, sbuf, sizeof(sbuf));
+	assert_int_equal(rdma_post_send(p.client, NULL, sbuf, sizeof(sbuf), smr, 0), 0);
+	assert_int_equal(rdma_get_send_comp(p.client, &wc), 1);
+	assert_int_equal(rdma_get_recv_comp(p.server, &wc), 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_string_equal(rbuf, sbuf);
+	rdma_dereg_mr(smr);
+	rdma_dereg_mr(rmr);
+	pair_free(&p);
+}
+
 /* No QP through the library: CONNECT_RESPONSE is the application's, rdma_establish
  * sends the RTU; with a QP rdma_establish is EINVAL. */
 static void test_establish_no_qp(void **state)
@@ -1367,6 +1410,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sync_resolve),
 		cmocka_unit_test(test_sync_errors),
 		cmocka_unit_test(test_connect_data),
+		cmocka_unit_test(test_uc_on_tcp_id),
 		cmocka_unit_test(test_establish_no_qp),
 		cmocka_unit_test(test_connect_error),
 		cmocka_unit_test(test_connect_error_swallows),

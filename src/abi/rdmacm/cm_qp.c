@@ -61,12 +61,25 @@ UROCE_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp
 	return cm_err(cm_init_qp_attr(cm_id(id), qp_attr, qp_attr_mask));
 }
 
+/* The attributes for moving qp to state, as the library applies them.  The daemon
+ * computes them for the id's transport (RC on an RDMA_PS_TCP id, as the kernel): a
+ * UC QP on such an id would be refused the RC-only ones (IBA 11.2.4.2's Modify QP
+ * tables, src/verbs/qp_state.c: no responder resources, RNR timer, ACK timeout,
+ * retry counts or initiator depth on UC), so they are left out.  The kernel applies them and the
+ * modify fails; uroce connects the UC QP.  rdma_init_qp_attr() itself still returns
+ * the daemon's mask unchanged. */
 static int modify_to(struct cm_id *cid, struct ibv_qp *qp, enum ibv_qp_state state,
 		     struct ibv_qp_attr *attr, int *mask)
 {
+	int ret;
+
 	memset(attr, 0, sizeof(*attr));
 	attr->qp_state = state;
-	return cm_init_qp_attr(cid, attr, mask);
+	ret = cm_init_qp_attr(cid, attr, mask);
+	if (!ret && qp->qp_type == IBV_QPT_UC)
+		*mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT |
+			   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ret;
 }
 
 /* INIT again (the daemon's values may have changed since rdma_create_qp), then RTR;
