@@ -899,9 +899,12 @@ int fake_start(const char *real_name, const char *fake_name)
 	if (err)
 		return err;
 	err = uroce_ipc_devices(ipc, &devs, &n);
-	uroce_ipc_close(ipc);
-	if (err)
+	/* The connection stays open: an autostarted uroced that has no client exits when
+	 * idle, and the relay needs it for the whole test. */
+	if (err) {
+		uroce_ipc_close(ipc);
 		return err;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		if (strcmp(devs[i].name, "uroce0"))
 			continue;
