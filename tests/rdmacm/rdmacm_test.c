@@ -1068,6 +1068,17 @@ static void test_migrate(void **state)
 	expect_nothing(nch);
 	assert_int_equal(rdma_disconnect(p.server), 0);
 	rdma_ack_cm_event(expect_event(p.cch, RDMA_CM_EVENT_DISCONNECTED, 2000));
+	/* to its own channel with a record in flight: nothing to move, no wait */
+	{
+		double t0;
+
+		assert_int_equal(fake_emit(fake_last_handle(), RDMA_CM_EVENT_TIMEWAIT_EXIT, 0), 0);
+		usleep(20 * 1000);
+		t0 = now_s();
+		assert_int_equal(rdma_migrate_id(p.client, p.cch), 0);
+		assert_true(now_s() - t0 < 1.0);
+		rdma_ack_cm_event(expect_event(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 2000));
+	}
 	/* a sync id cannot be made sync again; an async one can */
 	assert_int_equal(rdma_migrate_id(p.client, NULL), 0);
 	assert_fails(rdma_migrate_id(p.client, NULL), EINVAL);

@@ -787,9 +787,11 @@ int cm_migrate(struct cm_id *cid, struct rdma_event_channel *channel)
 		cid->id.event = NULL;
 	}
 	pthread_mutex_lock(&cm_lock);
-	cid->stale_left = events > cid->chan_reads ? events - cid->chan_reads : 0;
-	cid->stale_ch = cid->stale_left ? old : NULL;
-	cid->chan_reads = 0;
+	if (nch != old) {
+		cid->stale_left = events > cid->chan_reads ? events - cid->chan_reads : 0;
+		cid->stale_ch = cid->stale_left ? old : NULL;
+		cid->chan_reads = 0;
+	}       /* else nothing moves: the records in flight are already on the channel */
 	cid->id.channel = &nch->pub;
 	cid->sync = sync;
 	reported = cid->reported;
