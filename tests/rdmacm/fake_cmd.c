@@ -77,6 +77,7 @@ static struct {
 		int status;
 	} outcome[UROCE_CM_OP_MAX];
 	bool hold;
+	struct uroce_ipc *keep;      /* a client of the real daemon, so it never exits idle */
 	uint8_t sgid_index, sgid_index6;   /* ::ffff:127.0.0.1 and ::1 on uroce0 */
 	uint16_t next_port;
 	uint32_t next_psn;
@@ -905,6 +906,7 @@ int fake_start(const char *real_name, const char *fake_name)
 		uroce_ipc_close(ipc);
 		return err;
 	}
+	F.keep = ipc;
 	for (unsigned i = 0; i < n; i++) {
 		if (strcmp(devs[i].name, "uroce0"))
 			continue;
