@@ -12,7 +12,8 @@
 #   split  server pinned to CPU 0, client to CPU 1 (a wakeup across vCPUs costs 15-20 us here)
 #   same   server and client both pinned to CPU 0
 #   BENCH  write_bw write_lat send_bw (default: all three); ucx_put_bw ucx_tag_lat, or ucx
-#          for both (not in the default set)
+#          for both, and cm_connect (not in the default set: cm_connect needs uroced's
+#          connection manager and BUILD/bin/{cm_wait,tcp_connrate})
 #
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
@@ -33,6 +34,10 @@
 # ucx_tag_lat ucx_perftest -t tag_lat -s 8 (UCP, UCX_TLS=rc_v,         the same with UCX_TLS=tcp UCX_NET_DEVICES=lo
 #            UCX_NET_DEVICES=uroce0:1; typical one-way us)
 #            (both sides of a ucx pair run under `uroce run`: the same environment)
+# cm_connect cmtime -c 100 (rdmacm-utils): 100 RC connections set    tcp_connrate -n 100: 100 TCP connections
+#            up in parallel through uroce's CM; the rate is 100 over   opened at once, each counted when the
+#            the sum of its create id, resolve addr, resolve route,    client has read the byte the server's
+#            create qp and connect steps (conn/s; no target)          accept() wrote (conn/s)
 #
 # Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
 # only and its own uroced (UROCE_DAEMON=BUILD/bin/uroced, started on demand by `uroce run`),
@@ -91,6 +96,38 @@ if [ "${1:-}" = --inner ]; then
 	rep=1
 	while [ $rep -le "$REPS" ]; do
 		port=$((port + 1))
+		if [ "$BENCH" = cm_connect ]; then
+			# uroce: cmtime's server runs until killed; the client sets up CONNS
+			# connections and prints each step's total time
+			CONNS=100
+			echo "== rep $rep cmtime -c $CONNS" >>"$log"
+			$S "$UROCE" run cmtime -p $port >"$OUT.srv" 2>&1 &
+			spid=$!
+			if "$BUILD/bin/cm_wait" -t 20 >>"$log" 2>&1; then
+				$C "$UROCE" run cmtime -s 127.0.0.1 -p $port -c $CONNS >"$OUT.cli" 2>&1
+			else
+				echo "no CM listener (does this uroced have the connection manager?)" >"$OUT.cli"
+			fi
+			kill $spid 2>/dev/null
+			wait $spid 2>/dev/null
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit uroce $rep "$(awk -v n=$CONNS -F: '
+				$1 ~ /^(create id|resolve addr|resolve route|create qp|connect) *$/ {
+					split($2, f, " "); ms += f[1]; k++ }
+				END { if (k == 5 && ms > 0) printf "%.1f", n * 1000 / ms }' <"$OUT.cli")"
+			# the peer: as many TCP connections, opened at once
+			echo "== rep $rep peer tcp_connrate -n $CONNS" >>"$log"
+			$S "$BUILD/bin/tcp_connrate" -s -p $((port + 1000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port t $((port + 1000)) &&
+				$C "$BUILD/bin/tcp_connrate" -c 127.0.0.1 -p $((port + 1000)) -n $CONNS >"$OUT.cli" 2>&1
+			kill $spid 2>/dev/null
+			wait $spid 2>/dev/null
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit peer $rep "$(sed -n 's/^tcp_connrate .* rate=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
+			rep=$((rep + 1))
+			continue
+		fi
 		case $BENCH in
 		ucx_put_bw)
 			# Final: iterations, latency typical/average/overall, bandwidth average/overall
@@ -221,6 +258,12 @@ done
 for t in ib_write_bw ib_write_lat ib_send_bw iperf3 taskset jq ucx_perftest; do
 	command -v $t >/dev/null || { echo "run.sh: $t not installed"; exit 2; }
 done
+case " $BENCHES " in *" cm_connect "*)
+	for f in bin/cm_wait bin/tcp_connrate; do
+		[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
+	done
+	command -v cmtime >/dev/null || { echo "run.sh: cmtime (rdmacm-utils) not installed"; exit 2; } ;;
+esac
 [ "$(nproc)" -ge 2 ] || PINS=same
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-bench.XXXXXX") || exit 1
@@ -270,12 +313,13 @@ function line(b, p, name, x, y, note, nx, ny) {
 }
 { key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++nk] = key } v[key, $3, $4] = $5 }
 END {
-	unit["write_bw"] = "Gb/s"; unit["write_lat"] = "us"; unit["send_bw"] = "Mpps"
+	unit["write_bw"] = "Gb/s"; unit["write_lat"] = "us"; unit["send_bw"] = "Mpps"; unit["cm_connect"] = "c/s"
 	peer["write_bw"] = "iperf3 TCP"; peer["write_lat"] = "udp_pingpong"; peer["send_bw"] = "udp_pps 80B"
 	goal["write_bw"] = ">= 1.0"; goal["write_lat"] = "<= 1.5"; goal["send_bw"] = "(none)"
 	unit["ucx_put_bw"] = "MB/s"; unit["ucx_tag_lat"] = "us"
 	peer["ucx_put_bw"] = "ucx tcp"; peer["ucx_tag_lat"] = "ucx tcp"
 	goal["ucx_put_bw"] = "> 1.0"; goal["ucx_tag_lat"] = "< 1.0"
+	peer["cm_connect"] = "tcp connect"; goal["cm_connect"] = "(none)"
 	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
 	printf "%-10s %-5s %-12s %9s %9s %5s %8s  %-15s %s\n", "bench", "pin", "peer", "uroce", "peer", "unit", "ratio", "per-rep ratios", "target"
 	for (k = 1; k <= nk; k++) {

@@ -461,6 +461,64 @@ int uroce_ipc_open(struct uroce_ipc **out, unsigned flags)
 	}
 }
 
+int uroce_ipc_connect(int *fd, unsigned flags)
+{
+	int err;
+
+	if (!fd)
+		return -EINVAL;
+	*fd = -1;
+	err = try_connect(fd);
+	if ((err == -ECONNREFUSED || err == -ENOENT) && (flags & UROCE_IPC_AUTOSTART))
+		err = connect_autostart(fd);
+	if (err == -ENOENT)
+		err = -ECONNREFUSED;  /* nobody has the name: no daemon, as for refused */
+	return err;
+}
+
+int uroce_ipc_transact(int fd, const void *req, size_t req_len, void *rep, size_t rep_len,
+		       int timeout_ms, int (*match)(const void *rep, void *arg), void *arg)
+{
+	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	ssize_t n;
+
+	if (fd < 0 || !req || !rep || !match)
+		return -EINVAL;
+	n = uroce_ipc_send_rec(fd, req, req_len, -1, 0);
+	if (n < 0)
+		return errno == EPIPE || errno == ENOTCONN ? -ECONNRESET : -errno;
+	if ((size_t)n != req_len)
+		return -EPROTO;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		/* MSG_TRUNC: a longer record reports its real length instead of passing
+		 * for a short one; any descriptor that came with it is closed. */
+		n = uroce_ipc_recv_rec(fd, rep, rep_len, NULL, MSG_TRUNC | MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		if ((size_t)n != rep_len)
+			return -EPROTO;
+		if (match(rep, arg))
+			return 0;
+	}
+}
+
 void uroce_ipc_close(struct uroce_ipc *ipc)
 {
 	if (!ipc)

@@ -171,6 +171,30 @@ int uroce_ipc_persist(struct uroce_ipc *ipc);
  * other -errno from the daemon's socket()/bind(). */
 int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd);
 
+/* ---- Other protocols on the daemon's socket ----
+ *
+ * The connection manager (ipc/cm_proto.h) speaks its own records over connections
+ * to the same address.  These two calls are the generic pieces it shares with the
+ * calls above: the socket, the autostart, and a bounded request/reply.
+ */
+
+/* A new connection to this namespace's uroced, starting the daemon first when
+ * UROCE_IPC_AUTOSTART is given and nobody listens (as uroce_ipc_open does).  *fd
+ * is an AF_UNIX SOCK_SEQPACKET socket, O_CLOEXEC, blocking; the caller owns it and
+ * speaks whatever protocol it needs on it.  0, or -ECONNREFUSED (no daemon, none
+ * could be started), -errno. */
+int uroce_ipc_connect(int *fd, unsigned flags);
+
+/* One request/reply on such a connection: send req (req_len bytes, one record) and
+ * wait at most timeout_ms for a record of exactly rep_len bytes that match(rep, arg)
+ * accepts; records match refuses (late replies to an earlier request that timed
+ * out) are read and skipped.  Never waits longer than timeout_ms in total, EINTR
+ * included.  0 once a reply is accepted; -ETIMEDOUT; -ECONNRESET when the peer has
+ * closed (EOF) or reset the connection; -EPROTO for a record of another size;
+ * -errno of send/recv/poll otherwise. */
+int uroce_ipc_transact(int fd, const void *req, size_t req_len, void *rep, size_t rep_len,
+		       int timeout_ms, int (*match)(const void *rep, void *arg), void *arg);
+
 /* ---- Port and GID events ----
  *
  * A connection that subscribes receives a record whenever a device's port goes up

@@ -6,7 +6,9 @@ usage: check_run.py LIBDIR
 `ldd -r` (check_ldd.py) proves that the programs bind; this proves that they also run:
 each program below is started with LD_LIBRARY_PATH=LIBDIR (and any LD_PRELOAD the
 caller set, e.g. the ASan runtime under UROCE_SANITIZE), with no RDMA device and no
-peer.  It passes when the program
+peer: UROCE_IPC_NAME names an abstract socket nobody listens on and UROCE_DAEMON a
+binary that does not exist, so the libraries find no uroced and start none (whatever
+daemons run on this host).  It passes when the program
   * exits on its own within the time limit (no call blocks forever),
   * is not killed by a signal (no crash inside the library or caused by what it
     returned),
@@ -62,7 +64,9 @@ def main(argv):
     if not shutil.which("rping"):
         print("FAIL: rdmacm-utils is not installed (scripts/deps.sh test installs it)")
         return 1
-    env = dict(os.environ, LC_ALL="C", LD_LIBRARY_PATH=libdir)
+    env = dict(os.environ, LC_ALL="C", LD_LIBRARY_PATH=libdir,
+               UROCE_IPC_NAME=f"uroce-abi-nodev-{os.getpid()}",
+               UROCE_DAEMON="/nonexistent/uroced")
     passed, failed = 0, 0
     for cmd in PROGRAMS:
         name = " ".join(cmd)
