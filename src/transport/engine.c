@@ -893,11 +893,10 @@ static int eng_ud_xmit(struct uroce_qp *qp, const struct uroce_ah *ah, uint8_t *
 /* A UD message may be as long as the port's MTU (IBA C10-93.1.1); UD QPs have no path MTU. */
 static void ud_set_mtu(struct uroce_qp *qp)
 {
-	struct ibv_port_attr pa;
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	if (rc && !uroce_query_port(qp->uctx, 1, &pa))
-		rc->mtu = 128u << pa.active_mtu;
+	if (rc)
+		rc->mtu = 128u << uroce_devview_active_mtu(&qp->uctx->dev->view);
 }
 
 /* ------------------------------------------------------------ verbs hooks */
@@ -961,7 +960,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 			ud_set_mtu(qp);
 		return ret;
 	}
-	ret = uroce_query_gid(ctx, 1, qp->attr.ah_attr.grh.sgid_index, &sgid, NULL, NULL);
+	ret = uroce_devview_gid(&ctx->dev->view, qp->attr.ah_attr.grh.sgid_index, sgid.raw, NULL, NULL);
 	if (ret)
 		return ret;
 	eq = calloc(1, sizeof(*eq));
@@ -998,7 +997,7 @@ void uroce_transport_qp_destroy(struct uroce_qp *qp)
 	union ibv_gid g;
 
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
-		uroce_query_gid(qp->uctx, 1, 0, &g, NULL, &ifindex);
+		uroce_devview_gid(&qp->uctx->dev->view, 0, g.raw, NULL, &ifindex);
 		uroce_mcast_qp_gone(qp, eng ? uroce_netio_fd(eng->nio) : -1, (int)ifindex);
 	}
 	flush_qp_ack(qp);
@@ -1028,7 +1027,7 @@ int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool at
 	}
 	eng = ctx->transport;
 	pthread_mutex_unlock(&ctx->lock);
-	ret = uroce_query_gid(ctx, 1, 0, &g, NULL, &ifindex);
+	ret = uroce_devview_gid(&ctx->dev->view, 0, g.raw, NULL, &ifindex);
 	if (ret)
 		return ret;
 	if (attach)

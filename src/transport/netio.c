@@ -283,9 +283,7 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	nio->fd = -1;
 	pthread_mutex_init(&nio->rx_lock, NULL);
 	pthread_mutex_init(&nio->fault_lock, NULL);
-	pthread_mutex_lock(&ctx->dev->info_lock);
-	nio->ifindex = ctx->dev->info.ifindex;
-	pthread_mutex_unlock(&ctx->dev->info_lock);
+	nio->ifindex = uroce_devview_ifindex(&ctx->dev->view);
 
 	ret = uroce_fault_parse(&nio->fault, getenv(UROCE_FAULT_ENV), err, sizeof(err));
 	if (ret) {
