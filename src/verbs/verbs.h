@@ -360,6 +360,9 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
  *   0 when it found nothing to do (then no CQ of this thread's can have changed).
  * uroce_transport_will_sleep: an application thread is about to wait for a completion
  *   event (ibv_req_notify_cq, ibv_get_cq_event): it no longer busy-polls.
+ * uroce_transport_ctx_start: the context's first QP exists: start its data path (progress
+ *   thread, sockets, the same-host shm link) now, so that a same-host peer can link to it
+ *   before its QPs reach RTR; a failure is left for the modify to RTR to report.
  * uroce_transport_ctx_close: stop the progress thread, close the data path. */
 int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
 void uroce_transport_qp_destroy(struct uroce_qp *qp);
@@ -367,6 +370,7 @@ bool uroce_transport_post(struct uroce_qp *qp);
 void uroce_transport_unlock_qp(struct uroce_qp *qp);
 int uroce_transport_poll(struct uroce_context *ctx);
 void uroce_transport_will_sleep(struct uroce_context *ctx);
+void uroce_transport_ctx_start(struct uroce_context *ctx);
 void uroce_transport_ctx_close(struct uroce_context *ctx);
 /* ibv_attach_mcast / ibv_detach_mcast of a UD QP (transport/mcast.h): 0, -EINVAL (not UD,
  * not a multicast GID), -ENOENT (detach: not attached), -errno of the socket join. */
