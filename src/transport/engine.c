@@ -387,14 +387,35 @@ static void flush_batch_acks(struct uroce_engine *eng)
  * RX_BUDGET packets each.  *more: a budget was used up, more may be waiting. */
 #define RX_BUDGET 64
 
-static int poll_batch(struct uroce_engine *eng, bool *more)
+/* A context with shared-memory links whose UDP socket was empty at the last UDP_QUIET
+ * polls of this thread reads it at every UDP_QUIET_EVERY-th poll only: a busy poller, or
+ * the progress thread spinning on a stream of shm records, otherwise spent a system call
+ * per turn on a socket with nothing in it (15% of a shm bandwidth target's CPU).  A
+ * datagram then waits a few turns of a loop that takes well under a microsecond; the
+ * progress thread woken by the socket's edge reads it at once (@udp).  Without shm links
+ * (another host, UROCE_LINK=udp) the socket is read at every poll, as before. */
+#define UDP_QUIET 64
+#define UDP_QUIET_EVERY 16
+static POLL_TLS unsigned udp_empty, udp_turn;
+
+static bool udp_due(struct uroce_engine *eng)
+{
+	if (udp_empty < UDP_QUIET || !uroce_shm_active(eng->shm))
+		return true;
+	return ++udp_turn % UDP_QUIET_EVERY == 0;
+}
+
+static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 {
 	struct rx_batch b = { .eng = eng };
-	/* An application thread polls again at once: it may read short (netio.h). */
-	int n = on_progress_thread ? uroce_netio_poll(eng->nio, RX_BUDGET, rx_one, &b)
-				   : uroce_netio_poll_spin(eng->nio, RX_BUDGET, rx_one, &b);
-	int m = 0;
+	int n = 0, m = 0;
 
+	if (udp || udp_due(eng)) {
+		/* An application thread polls again at once: it may read short (netio.h). */
+		n = on_progress_thread ? uroce_netio_poll(eng->nio, RX_BUDGET, rx_one, &b)
+				       : uroce_netio_poll_spin(eng->nio, RX_BUDGET, rx_one, &b);
+		udp_empty = n ? 0 : udp_empty + 1;
+	}
 	rx_release(&b);
 	if (eng->shm) {
 		m = uroce_shm_poll(eng->shm, RX_BUDGET, rx_one, &b);
@@ -410,13 +431,14 @@ static int poll_batch(struct uroce_engine *eng, bool *more)
 	return n;
 }
 
-static int drain(struct uroce_engine *eng)
+/* @udp: read the UDP socket whatever udp_due says (its edge woke the progress thread). */
+static int drain(struct uroce_engine *eng, bool udp)
 {
 	int total = 0;
 	bool more;
 
 	do
-		total += poll_batch(eng, &more);
+		total += poll_batch(eng, &more, udp);
 	while (more);
 	return total;
 }
@@ -628,7 +650,7 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 			run_timers(eng);
 			/* A lease that ran out (rather than ended by will_sleep) and left
 			 * datagrams waiting delayed them: back off (LEASE_BACKOFF_NS). */
-			if (atomic_load(&eng->poll_stamp) && drain(eng))
+			if (atomic_load(&eng->poll_stamp) && drain(eng, true))
 				eng->lease_off_until = uroce_rc_clock() + LEASE_BACKOFF_NS;
 		}
 		arm_timerfd(eng, atomic_load(&eng->due_hint));
@@ -660,6 +682,7 @@ static void *progress_thread(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (!atomic_load(&eng->stop)) {
 		int n = wait_events(eng, ev, 4);
+		bool sock = false;
 		uint64_t v;
 
 		if (n < 0 && errno != EINTR)
@@ -675,6 +698,8 @@ static void *progress_thread(void *arg)
 				if (read(eng->efd, &v, sizeof(v)) < 0) {
 					/* already drained */
 				}
+			} else if (ev[i].data.fd == uroce_netio_fd(eng->nio)) {
+				sock = true;
 			} else if (eng->shm && ev[i].data.fd == uroce_shm_fd(eng->shm)) {
 				/* A peer's records, or new / dead links (shm.h). */
 				uroce_shm_wakeup(eng->shm);
@@ -685,7 +710,7 @@ static void *progress_thread(void *arg)
 			run_timers(eng);
 			continue;
 		}
-		got = drain(eng);
+		got = drain(eng, sock);
 		/* A stream in flight: keep polling instead of sleeping (see RX_SPIN_US). */
 		if (got >= RX_SPIN_MIN_PKTS && spin_ns) {
 			uint64_t now = uroce_rc_clock(), end = now + spin_ns, timers = now;
@@ -695,7 +720,7 @@ static void *progress_thread(void *arg)
 				 * receives; a second spinner on its CPU would only slow it. */
 				if (lease_held(eng, now))
 					break;
-				if (drain(eng))
+				if (drain(eng, false))
 					end = uroce_rc_clock() + spin_ns;
 				now = uroce_rc_clock();
 				/* Deadlines (retransmit, t_ack, counters) come due while spinning,
@@ -1280,7 +1305,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	{
 		bool more;
 
-		got = poll_batch(eng, &more);
+		got = poll_batch(eng, &more, false);
 		/* Stopped by the budget: more may be waiting, for which no new edge will come. */
 		if (more)
 			doorbell(eng);

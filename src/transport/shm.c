@@ -60,6 +60,8 @@ struct ring {
 	uint8_t *data;
 	uint64_t pos;                    /* tail (our tx ring) or head (our rx ring) */
 	uint64_t published;              /* the value last stored in ctl (rx: head) */
+	uint64_t seen;                   /* tx: the consumer's head as last read (the room it
+					  * leaves is only ever more than that says) */
 };
 
 struct uroce_shm_link {
@@ -238,13 +240,21 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 
 	*gone = false;
 	for (;;) {
-		uint64_t head = __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE), used = l->tx.pos - head;
 		uint32_t off = (uint32_t)(l->tx.pos & (l->r - 1)), contig = l->r - off;
 		uint64_t want = need <= contig ? need : (uint64_t)contig + need;
+		uint64_t head = l->tx.seen, used = l->tx.pos - head;
 		uint32_t seen;
 		struct timespec ts;
 		uint64_t now;
 
+		/* The consumer's line is read only when the head last seen leaves too little
+		 * room: it moves on every few records, and each read of it is a miss. */
+		if (l->r - used < want) {
+			head = __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE);
+			used = l->tx.pos - head;
+			if (used <= l->r)
+				l->tx.seen = head;
+		}
 		if (used > l->r) {
 			link_break(l, "head beyond tail");
 			*gone = true;
@@ -741,6 +751,7 @@ static struct uroce_shm_link *link_map(struct uroce_shm *s, const struct uroce_s
 	l->rx.data = (uint8_t *)l->rx.ctl + UROCE_SHM_CTL_BYTES;
 	/* A new link's rings are empty; our own indexes start where the rings are. */
 	l->tx.pos = l->tx.published = __atomic_load_n(&l->tx.ctl->tail, __ATOMIC_ACQUIRE);
+	l->tx.seen = l->tx.pos;
 	l->rx.pos = l->rx.published = __atomic_load_n(&l->rx.ctl->head, __ATOMIC_ACQUIRE);
 	/* The progress thread may be asleep already, with the links it knew when it went to
 	 * sleep asking to be woken: this one asks too, so that its first records wake it (a
@@ -1010,6 +1021,11 @@ void uroce_shm_close(struct uroce_shm *s)
 	pthread_mutex_destroy(&s->cache_lock);
 	pthread_mutex_destroy(&s->fault_lock);
 	free(s);
+}
+
+bool uroce_shm_active(const struct uroce_shm *s)
+{
+	return s && __atomic_load_n(&s->nall, __ATOMIC_RELAXED) != 0;
 }
 
 int uroce_shm_fd(const struct uroce_shm *s)

@@ -71,6 +71,8 @@ extern const char *const uroce_shm_counter_names[UROCE_SHM_C_NUM];
  * -EOPNOTSUPP from an older daemon, -errno. */
 int uroce_shm_open(struct uroce_context *ctx, uint64_t *counters, struct uroce_shm **out);
 void uroce_shm_close(struct uroce_shm *s);
+/* The context has a link mapped (a peer to read from): cheap, may be stale. */
+bool uroce_shm_active(const struct uroce_shm *s);
 /* The wake eventfd: readable when a peer woke us or our links changed. */
 int uroce_shm_fd(const struct uroce_shm *s);
 /* The fd was readable: read it; take new links, let go of dead ones.  Returns true if a
