@@ -19,6 +19,10 @@
  *        UROCE_FAULT (and PATH shm) the link's fault counters and its ICRC drops must move
  *        too: corrupted packets were caught by the ICRC and the data is still right.  With
  *        UROCE_SHM_RING_KB=64 (the smallest ring) the requester must have waited for room.
+ *        First of all, a 4 KiB WRITE to a target that calls no verb (it waits in read(2)): only
+ *        its progress thread can place it and acknowledge, so the link must wake that thread
+ *        (its first records arrive before the thread ever slept on this link); the
+ *        completion must come within 100 ms.
  *   shm_link kill
  *        The requester streams 64 KiB RDMA WRITEs to the target and SIGKILLs it in the
  *        middle: the oldest outstanding WRITE must end with RETRY_EXC_ERR within a bound
@@ -57,9 +61,11 @@ static const char *who = "?";
 #define GRH 40
 
 enum svc { RC, UC, UD };
-enum op { SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM, READ, ATOMICS, END };
+enum op { SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM, READ, ATOMICS, END, PASSIVE };
 static const char *const op_name[] = { "SEND", "SEND_WITH_IMM", "SEND_WITH_INV", "RDMA_WRITE",
-				       "RDMA_WRITE_WITH_IMM", "RDMA_READ", "ATOMICS", "END" };
+				       "RDMA_WRITE_WITH_IMM", "RDMA_READ", "ATOMICS", "END",
+				       "RDMA_WRITE to a passive target" };
+#define PASSIVE_LIMIT_NS 100000000ull   /* its ACK within 100 ms */
 static const char *const svc_name[] = { "RC", "UC", "UD" };
 
 struct node {
@@ -329,6 +335,22 @@ static void requester_op(struct node *n, enum svc s, enum op op, uint32_t size, 
 		}
 		break;
 	}
+	case PASSIVE: {
+		uint64_t t0 = now_ns(), t;
+
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.wr.rdma.remote_addr = n->other[s].addr + TGT;
+		wr.wr.rdma.rkey = n->other[s].rkey;
+		post(n, s, &wr);
+		expect(n->scq, IBV_WC_RDMA_WRITE, what);
+		t = now_ns() - t0;
+		printf("shm_link requester: %s acknowledged in %.3f ms\n", what, (double)t / 1e6);
+		if (t > PASSIVE_LIMIT_NS)
+			DIE("%s: acknowledged after %.1f ms: its progress thread was not woken",
+			    what, (double)t / 1e6);
+		xfer(n->sock, &ok, sizeof(ok), true);   /* the responder may look now */
+		break;
+	}
 	case END:
 		break;
 	}
@@ -424,6 +446,12 @@ static void responder(struct node *n)
 			*(uint64_t *)(void *)(n->buf + ATOM) = 100;
 			xfer(n->sock, &rkey, sizeof(rkey), true);
 			break;
+		case PASSIVE:
+			memset(n->buf + TGT, 0, c.size);
+			xfer(n->sock, &rkey, sizeof(rkey), true);
+			xfer(n->sock, &ok, sizeof(ok), false);   /* no verbs until the WRITE is done */
+			check(n->buf + TGT, c.size, c.seed, what);
+			break;
 		}
 		/* ATOMICS: the final value (7) is checked after END, once the requester's
 		 * three atomics are surely done. */
@@ -511,6 +539,7 @@ static int run_ops(struct node *n, bool requester, const char *path, bool rc_onl
 			DIE("the atomic word is %llu after the atomics, want 7",
 			    (unsigned long long)*(uint64_t *)(void *)(n->buf + ATOM));
 	} else {
+		requester_op(n, RC, PASSIVE, 4096, seed++);
 		for (enum svc s = RC; s <= UD; s++) {
 			if (rc_only && s != RC)
 				break;
