@@ -78,6 +78,16 @@ struct uroce_shm_link {
 	int32_t peer_pid;
 	pthread_mutex_t tx_lock;         /* senders of this link */
 	struct ring tx, rx;              /* rx: under the shm's rx_lock */
+	/* Packets and bytes written since the last uroce_shm_send or rx_ring added them to
+	 * the counters: one atomic add per batch instead of two per packet (a locked add
+	 * after a 4 KiB copy into the ring waited for the copy's stores). */
+	uint64_t tx_pkts, tx_bytes;      /* under tx_lock */
+	/* Fault injection's reorder: a packet held back until the next one (under tx_lock;
+	 * allocated only with UROCE_FAULT). */
+	uint8_t *held;
+	size_t held_len;
+	struct uroce_shm_rec held_rec;
+	bool has_held;
 	atomic_bool broken;              /* the peer broke the ring rules: give it up */
 };
 
@@ -114,6 +124,7 @@ struct uroce_shm {
 	atomic_bool rx_missed;
 	struct uroce_shm_link **links;
 	unsigned nlinks, caplinks, links_gen;
+	uint64_t rx_pkts, rx_bytes;      /* delivered, not yet counted (as tx_pkts) */
 
 	pthread_mutex_t cache_lock;
 	struct cache_ent cache[CACHE_SLOTS];
@@ -121,10 +132,6 @@ struct uroce_shm {
 	pthread_mutex_t fault_lock;
 	struct uroce_fault fault;
 	uint8_t *scratch;                /* a corrupted copy (fault injection) */
-	uint8_t *held;                   /* reorder: held back until the next packet */
-	size_t held_len;
-	struct uroce_shm_rec held_rec;
-	struct uroce_shm_link *held_link;
 };
 
 static inline void ctr_add(struct uroce_shm *s, enum uroce_shm_ctr i, uint64_t v)
@@ -316,8 +323,8 @@ static int shm_tx_packet(struct uroce_shm_link *l, const struct uroce_shm_rec *r
 		d += iov[i].iov_len;
 	}
 	l->tx.pos += need;
-	ctr_add(l->s, UROCE_SHM_C_TX_PACKETS, 1);
-	ctr_add(l->s, UROCE_SHM_C_TX_BYTES, rec->len);
+	l->tx_pkts++;
+	l->tx_bytes += rec->len;
 	return 0;
 }
 
@@ -348,7 +355,9 @@ static void gather(const struct uroce_txpkt *p, uint8_t *dst)
 }
 
 /* One packet through fault injection, as netio.c's send_one_fault: drop, corrupt (a copy),
- * dup, reorder (a copy held until the next packet of this context). */
+ * dup, reorder (a copy held until the next packet on this link, as netio holds one per
+ * socket).  The decisions are the context's, in send order (fault_lock, which also guards
+ * the scratch copy); the held packet is the link's (its tx_lock, held by the caller). */
 static int tx_fault(struct uroce_shm_link *l, struct uroce_shm_rec *rec, struct uroce_txpkt *p)
 {
 	struct uroce_shm *s = l->s;
@@ -373,26 +382,29 @@ static int tx_fault(struct uroce_shm_link *l, struct uroce_shm_rec *rec, struct 
 		ctr_add(s, UROCE_SHM_C_FAULT_CORRUPT, 1);
 	}
 	if (a.flags & UROCE_FAULT_REORDER) {
-		if (s->held_link) {
-			struct iovec h = { s->held, s->held_len };
+		if (l->has_held) {
+			/* Still holding an earlier one: it goes first (overtaken by nothing). */
+			struct iovec h = { l->held, l->held_len };
 
-			if (shm_tx_packet(s->held_link, &s->held_rec, &h, 1) == 0)
-				tx_publish(s->held_link);
-			s->held_link = NULL;
+			ret = shm_tx_packet(l, &l->held_rec, &h, 1);
+			if (ret)
+				goto out;
+			l->has_held = false;
 		}
 		{
 			size_t off = 0;
 
 			for (unsigned i = 0; i < iovcnt; i++) {
-				memcpy(s->held + off, iov[i].iov_base, iov[i].iov_len);
+				memcpy(l->held + off, iov[i].iov_base, iov[i].iov_len);
 				off += iov[i].iov_len;
 			}
 		}
-		s->held_len = p->len;
-		s->held_rec = *rec;
-		s->held_link = l;
+		l->held_len = p->len;
+		l->held_rec = *rec;
+		l->has_held = true;
 		ctr_add(s, UROCE_SHM_C_FAULT_REORDER, 1);
 		if (a.flags & UROCE_FAULT_DUP) {
+			/* The duplicate goes now, the original after the next packet. */
 			ctr_add(s, UROCE_SHM_C_FAULT_DUP, 1);
 			ret = shm_tx_packet(l, rec, iov, iovcnt);
 		}
@@ -403,14 +415,12 @@ static int tx_fault(struct uroce_shm_link *l, struct uroce_shm_rec *rec, struct 
 		ctr_add(s, UROCE_SHM_C_FAULT_DUP, 1);
 		ret = shm_tx_packet(l, rec, iov, iovcnt);
 	}
-	if (!ret && s->held_link) {
-		struct iovec h = { s->held, s->held_len };
+	if (!ret && l->has_held) {
+		struct iovec h = { l->held, l->held_len };
 
-		/* The held packet goes right after this one (on its own link; a held packet of
-		 * another link is published there). */
-		if (shm_tx_packet(s->held_link, &s->held_rec, &h, 1) == 0 && s->held_link != l)
-			tx_publish(s->held_link);
-		s->held_link = NULL;
+		/* Sent, or lost to a full ring like any packet. */
+		if (shm_tx_packet(l, &l->held_rec, &h, 1) != -EPIPE)
+			l->has_held = false;
 	}
 out:
 	pthread_mutex_unlock(&s->fault_lock);
@@ -462,6 +472,9 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 			break;
 	}
 	tx_publish(l);
+	ctr_add(s, UROCE_SHM_C_TX_PACKETS, l->tx_pkts);
+	ctr_add(s, UROCE_SHM_C_TX_BYTES, l->tx_bytes);
+	l->tx_pkts = l->tx_bytes = 0;
 	pthread_mutex_unlock(&l->tx_lock);
 	if (ret == -EPIPE) {
 		ctr_add(s, UROCE_SHM_C_TX_LOST, n - i);
@@ -536,8 +549,8 @@ static int shm_rx_packet(struct uroce_shm *s, const struct uroce_shm_rec *rec, c
 		memcpy(h + 16, rec->dgid + 12, 4);
 		uroce_put_be16(h + 10, ipv4_csum(h));
 	}
-	ctr_add(s, UROCE_SHM_C_RX_PACKETS, 1);
-	ctr_add(s, UROCE_SHM_C_RX_BYTES, rec->len);
+	s->rx_pkts++;
+	s->rx_bytes += rec->len;
 	return fn(arg, &p);
 }
 
@@ -647,6 +660,11 @@ again:
 	links_refresh(s);
 	for (unsigned i = 0; i < s->nlinks && done < budget && !stop; i++)
 		done += rx_ring(s->links[i], budget - done, fn, arg, &stop);
+	if (s->rx_pkts) {
+		ctr_add(s, UROCE_SHM_C_RX_PACKETS, s->rx_pkts);
+		ctr_add(s, UROCE_SHM_C_RX_BYTES, s->rx_bytes);
+		s->rx_pkts = s->rx_bytes = 0;
+	}
 	pthread_mutex_unlock(&s->rx_lock);
 	if (done < budget && !stop && atomic_load(&s->rx_missed) && !pthread_mutex_trylock(&s->rx_lock))
 		goto again;
@@ -696,6 +714,7 @@ static void link_unmap(struct uroce_shm_link *l)
 	if (l->peer_efd >= 0)
 		close(l->peer_efd);
 	pthread_mutex_destroy(&l->tx_lock);
+	free(l->held);   /* a packet still held back for reordering is lost, like a drop */
 	free(l);
 }
 
@@ -758,6 +777,13 @@ static struct uroce_shm_link *link_map(struct uroce_shm *s, const struct uroce_s
 	 * wake-up it did not need costs it one turn). */
 	__atomic_store_n(&l->rx.ctl->sleeping, 1, __ATOMIC_SEQ_CST);
 	atomic_init(&l->refs, 1);
+	if (s->fault.enabled && !(l->held = malloc(UROCE_SHM_PKT_MAX))) {
+		munmap(l->map, l->size);
+		close(l->peer_efd);
+		pthread_mutex_destroy(&l->tx_lock);
+		free(l);
+		return NULL;
+	}
 	return l;
 fail:
 	if (memfd >= 0)
@@ -836,6 +862,7 @@ static void links_reap(struct uroce_shm *s)
 			continue;
 		}
 		s->links[i] = s->links[--s->nlinks];
+		ctr_add(s, UROCE_SHM_C_PEERS_GONE, 1);
 		pthread_mutex_lock(&s->add_lock);
 		for (unsigned k = 0; k < s->nall; k++) {
 			if (s->all[k] == l) {
@@ -973,8 +1000,7 @@ int uroce_shm_open(struct uroce_context *ctx, uint64_t *counters, struct uroce_s
 	s->icrc = s->fault.enabled || env_is("UROCE_SHM_ICRC", "1", "on");
 	if (s->fault.enabled) {
 		s->scratch = malloc(UROCE_SHM_PKT_MAX);
-		s->held = malloc(UROCE_SHM_PKT_MAX);
-		if (!s->scratch || !s->held) {
+		if (!s->scratch) {
 			ret = -ENOMEM;
 			goto fail;
 		}
@@ -993,7 +1019,6 @@ fail:
 	if (s->efd >= 0)
 		close(s->efd);
 	free(s->scratch);
-	free(s->held);
 	pthread_mutex_destroy(&s->add_lock);
 	pthread_mutex_destroy(&s->rx_lock);
 	pthread_mutex_destroy(&s->cache_lock);
@@ -1015,7 +1040,6 @@ void uroce_shm_close(struct uroce_shm *s)
 	free(s->links);
 	close(s->efd);
 	free(s->scratch);
-	free(s->held);
 	pthread_mutex_destroy(&s->add_lock);
 	pthread_mutex_destroy(&s->rx_lock);
 	pthread_mutex_destroy(&s->cache_lock);

@@ -37,8 +37,9 @@ struct uroce_shm_link;
  * `uroce stat` prints them): packets and bytes through the rings, sends that found the
  * ring full for longer than the bounded wait (left to retransmission), packets dropped
  * because the peer is gone or broke its ring, received packets dropped (bad ICRC
- * included), wake-ups sent to a sleeping peer and received, links mapped, fault
- * injection's decisions on this link. */
+ * included), wake-ups sent to a sleeping peer and received, links mapped, links let go of
+ * because uroced reported their peer gone (or it broke the ring), links given up as
+ * broken, fault injection's decisions on this link. */
 #define UROCE_SHM_COUNTERS(X)                     \
 	X(TX_PACKETS, "shm_tx_packets")           \
 	X(TX_BYTES, "shm_tx_bytes")               \
@@ -52,6 +53,7 @@ struct uroce_shm_link;
 	X(WAKE_TX, "shm_wakeups_tx")              \
 	X(WAKE_RX, "shm_wakeups_rx")              \
 	X(LINKS, "shm_links")                     \
+	X(PEERS_GONE, "shm_peers_gone")           \
 	X(BROKEN, "shm_links_broken")             \
 	X(FAULT_DROP, "shm_fault_drop")           \
 	X(FAULT_DUP, "shm_fault_dup")             \

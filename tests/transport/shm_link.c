@@ -28,7 +28,7 @@
  *        middle: the oldest outstanding WRITE must end with RETRY_EXC_ERR within a bound
  *        (local ACK timeout 16.8 ms, retry_cnt 3: 4 timeouts + 250 ms), the rest flushed,
  *        the QP in Error -- never a hang -- and `uroce stat` must show the link reporting
- *        the death (shm_tx_peer_gone > 0) with nothing sent over UDP.
+ *        the death (shm_peers_gone 1 within 5 s) with nothing sent over UDP.
  *
  * The parent is the requester, the forked child the responder.  Exit 0 on success; every
  * failure says what.
@@ -634,11 +634,20 @@ static int run_kill(struct node *n, pid_t child)
 		if (ibv_query_qp(n->qp[RC], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_ERR)
 			DIE("QP not in Error after RETRY_EXC_ERR");
 	}
-	gone = stat_counter("shm_tx_peer_gone");
+	/* uroced marks the dead side gone when its connection closes; the survivor lets go of
+	 * the link then (shm_peers_gone).  Packets sent after that count as lost to it
+	 * (shm_tx_peer_gone), but the retries may all have been sent before uroced noticed. */
+	{
+		uint64_t end = now_ns() + 5000000000ull;
+
+		while ((gone = stat_counter("shm_peers_gone")) <= 0 && now_ns() < end)
+			usleep(10000);
+	}
 	udp = stat_counter("tx_packets");
-	printf("shm_link requester: %u flushed; shm_tx_peer_gone %lld tx_packets %lld\n", flushed, gone, udp);
+	printf("shm_link requester: %u flushed; shm_peers_gone %lld shm_tx_peer_gone %lld tx_packets %lld\n",
+	       flushed, gone, stat_counter("shm_tx_peer_gone"), udp);
 	if (gone <= 0)
-		DIE("the link did not report the death (shm_tx_peer_gone 0)");
+		DIE("the link did not report the death within 5 s (shm_peers_gone 0)");
 	if (udp)
 		DIE("%lld packets went over UDP", udp);
 	return 0;
