@@ -350,7 +350,8 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
 /* ---- transport hooks (src/transport/engine.c) ----
  * uroce_transport_qp_modify: called with qp->lock held after the attributes of a
  *   cur -> next transition were applied; RC: binds the engine at Init -> RTR (starting the
- *   context's progress thread and data path on first use), loads the requester at RTR ->
+ *   context's progress thread and data path if uroce_transport_ctx_start has not; taking
+ *   the shared-memory link to a same-host peer), loads the requester at RTR ->
  *   RTS, detaches at Reset.  0 or -errno (the modify then fails).  Without the data path
  *   linked (no netio), returns 0 and leaves the QP without an engine.
  * uroce_transport_post: qp->lock and sq.lock held, WQEs already at the tail: runs the
