@@ -47,7 +47,7 @@
 #define UROCE_SHM_ALIGN 64u              /* records start at multiples of this */
 #define UROCE_SHM_RING_MIN (64u << 10)
 #define UROCE_SHM_RING_MAX (64u << 20)
-#define UROCE_SHM_RING_DEFAULT (4u << 20)
+#define UROCE_SHM_RING_DEFAULT (1u << 20)
 /* The largest packet a record may hold: a RoCEv2 UDP payload at MTU 4096 with every
  * header fits with room to spare (UD: DETH; the ICRC included). */
 #define UROCE_SHM_PKT_MAX 8192u
