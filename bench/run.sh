@@ -4,16 +4,18 @@
 #   bench/run.sh [-b BUILD] [-r REPS] [-t SECS] [-p split|same|both] [BENCH...]
 #
 #   BUILD  build directory, already built (default: build/ under the source tree); nothing is
-#          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps,udp_roce_pp,udp_gso},
-#          BUILD/lib.
+#          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps,udp_roce_pp,udp_gso,
+#          shm_ring}, BUILD/lib.
 #   REPS   repetitions of each pair, uroce and peer interleaved (default 5); the median is kept
 #   SECS   seconds measured per bandwidth / message-rate run, an integer (default 3; perftest
 #          runs SECS+2 with a 1 s margin at each end, see below)
 #   split  server pinned to CPU 0, client to CPU 1 (a wakeup across vCPUs costs 15-20 us here)
 #   same   server and client both pinned to CPU 0
-#   BENCH  write_bw write_lat send_bw (default: all three); ucx_put_bw ucx_tag_lat, or ucx
-#          for both, and cm_connect (not in the default set: cm_connect needs uroced's
-#          connection manager and BUILD/bin/{cm_wait,tcp_connrate})
+#   BENCH  write_bw write_lat send_bw (the UDP path, UROCE_LINK=udp), shm_write_bw shm_write_lat
+#          shm_send_bw shm_read_bw shm_atomic_bw (the same-host shared-memory link,
+#          UROCE_LINK=shm) (default: all these); ucx_put_bw ucx_tag_lat, or ucx for both, and
+#          cm_connect (not in the default set: cm_connect needs uroced's connection manager
+#          and BUILD/bin/{cm_wait,tcp_connrate})
 #
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
@@ -38,6 +40,18 @@
 #            up in parallel through uroce's CM; the rate is 100 over   opened at once, each counted when the
 #            the sum of its create id, resolve addr, resolve route,    client has read the byte the server's
 #            create qp and connect steps (conn/s; no target)          accept() wrote (conn/s)
+# The shm_* benchmarks run the same perftest over the shared-memory link (issue #16) against
+# the same peers, and against two more measured in the same run:
+#   shm_ring (bench/shm_ring.c): a plain two-process memfd ring, no RDMA -- the shared-
+#            memory ceiling (bw: 64 KiB in 4 KiB records, two copies; lat: a ping-pong of
+#            8 bytes; rate: 64-byte messages);
+#   UCX's own shared memory: ucx_perftest -d memory -x posix -t put_bw -s 65536 and
+#            -t am_lat -s 8 (what a user would pick instead on one host).
+# shm_write_bw  ib_write_bw 64 KiB           iperf3 (target >= 3.0x); shm_ring bw; UCX put_bw
+# shm_write_lat ib_write_lat 2 B             udp_pingpong (target <= 0.5x); shm_ring lat; UCX am_lat
+# shm_send_bw   ib_send_bw 64 B, Mpps        udp_pps (target >= 10x); shm_ring rate
+# shm_read_bw   ib_read_bw 64 KiB            iperf3 (reported); shm_ring bw
+# shm_atomic_bw ib_atomic_bw (fetch-add), Mpps  udp_pps (reported)
 #
 # Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
 # only and its own uroced (UROCE_DAEMON=BUILD/bin/uroced, started on demand by `uroce run`),
@@ -51,6 +65,9 @@ if [ "${1:-}" = --inner ]; then
 	BENCH=$2 PIN=$3 REPS=$4 SECS=$5 BUILD=$6 OUT=$7
 	UROCE=$BUILD/bin/uroce
 	export UROCE_DAEMON=$BUILD/bin/uroced
+	# The link: the UDP benchmarks measure the socket path, the shm_* ones the same-host
+	# shared-memory link (both processes are on one host here).
+	case $BENCH in shm_*) export UROCE_LINK=shm ;; *) export UROCE_LINK=udp ;; esac
 	# Two busy-pollers sharing one CPU hand over only when the scheduler's slice ends, so the
 	# same-CPU latency run is short (both uroce and the peer): it measures the scheduler.
 	if [ "$PIN" = split ]; then SCPU=0 CCPU=1 LITERS=20000; else SCPU=0 CCPU=0 LITERS=500; fi
@@ -146,9 +163,11 @@ if [ "${1:-}" = --inner ]; then
 		case $BENCH in
 		# perftest -D measures between a margin (-f) after the start and a margin before
 		# the end: -D SECS+2 -f 1 measures SECS seconds, like the peer's run.
-		write_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
-		send_bw)  args="-x 0 -F -s 64 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_send_bw; size=64; col=5 ;;
-		write_lat) args="-x 0 -F -s 2 -n $LITERS -p $port"; tool=ib_write_lat; size=2; col=5 ;;
+		write_bw | shm_write_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
+		send_bw | shm_send_bw) args="-x 0 -F -s 64 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_send_bw; size=64; col=5 ;;
+		write_lat | shm_write_lat) args="-x 0 -F -s 2 -n $LITERS -p $port"; tool=ib_write_lat; size=2; col=5 ;;
+		shm_read_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_read_bw; size=65536; col=4 ;;
+		shm_atomic_bw) args="-x 0 -F -A FETCH_AND_ADD -D $((SECS + 2)) -f 1 -p $port"; tool=ib_atomic_bw; size=8; col=5 ;;
 		esac
 		# uroce: perftest server and client
 		echo "== rep $rep $tool $args" >>"$log"
@@ -164,13 +183,13 @@ if [ "${1:-}" = --inner ]; then
 		# the client's figure; for ib_write_lat the server measures the same round trips,
 		# and stands in when the client's is not a number
 		v=$(pt_field $size $col <"$OUT.cli")
-		case $v in '' | *[!0-9.]*) [ "$BENCH" = write_lat ] && v=$(pt_field $size $col <"$OUT.srv") ;; esac
+		case $v in '' | *[!0-9.]*) case $BENCH in *write_lat) v=$(pt_field $size $col <"$OUT.srv") ;; esac ;; esac
 		emit uroce $rep "$v"
 
 		# the peer, pinned the same way
 		echo "== rep $rep peer" >>"$log"
 		case $BENCH in
-		write_bw)
+		write_bw | shm_write_bw | shm_read_bw)
 			$S iperf3 -s -1 -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port t $((port + 1000)) &&
@@ -180,7 +199,7 @@ if [ "${1:-}" = --inner ]; then
 			# which counts completed writes over its own run (--report_gbits is 10^9 bit/s)
 			v=$(jq -r '.end.sum_sent.bits_per_second / 1e9' <"$OUT.cli" 2>/dev/null)
 			;;
-		write_lat)
+		write_lat | shm_write_lat)
 			$S "$BUILD/bin/udp_pingpong" -s -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 1000)) &&
@@ -188,7 +207,7 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid
 			v=$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")
 			;;
-		send_bw)
+		send_bw | shm_send_bw | shm_atomic_bw)
 			$S "$BUILD/bin/udp_pps" -r -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 1000)) &&
@@ -209,6 +228,45 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit kern $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
+		fi
+		# The shared-memory ceiling (shm_ring, no RDMA) and UCX's shared memory, same pinning.
+		ring=
+		case $BENCH in
+		shm_write_bw | shm_read_bw) ring="bw -s 65536 -k 4096 -d $SECS" ;;
+		shm_write_lat) ring="lat -s 8 -n $LITERS" ;;
+		shm_send_bw) ring="rate -s 64 -d $SECS" ;;
+		esac
+		if [ -n "$ring" ]; then
+			echo "== rep $rep shm_ring $ring" >>"$log"
+			timeout 120 "$BUILD/bin/shm_ring" $ring -P $SCPU,$CCPU >"$OUT.cli" 2>&1
+			cat "$OUT.cli" >>"$log"
+			case $BENCH in
+			*_bw) v=$(sed -n 's/^shm_ring bw .* gbps=\([0-9.]*\).*/\1/p' <"$OUT.cli") ;;
+			shm_write_lat) v=$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli") ;;
+			esac
+			[ "$BENCH" = shm_send_bw ] && v=$(sed -n 's/^shm_ring rate .* mpps=\([0-9.]*\).*/\1/p' <"$OUT.cli")
+			emit ceil $rep "$v"
+		fi
+		ucx=
+		case $BENCH in
+		shm_write_bw) ucx="-t put_bw -s 65536 -n 200000" ;;
+		shm_write_lat) ucx="-t am_lat -s 8 -n $((LITERS * 5))" ;;
+		esac
+		if [ -n "$ucx" ]; then
+			# ucx_perftest's MB are 2^20 bytes; its latency tests report the one-way time,
+			# median in the 50.0%ile column (as perftest's t_typical).
+			echo "== rep $rep ucx_perftest -d memory -x posix $ucx" >>"$log"
+			$S ucx_perftest -p $((port + 4000)) -d memory -x posix $ucx >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port t $((port + 4000)) &&
+				$C ucx_perftest -p $((port + 4000)) -d memory -x posix $ucx 127.0.0.1 >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			case $BENCH in
+			shm_write_bw) v=$(awk '$1 == "Final:" { printf "%.3f", $6 * 1048576 * 8 / 1e9 }' <"$OUT.cli") ;;
+			shm_write_lat) v=$(awk '$1 == "Final:" { print $3 }' <"$OUT.cli") ;;
+			esac
+			emit ucx $rep "$v"
 		fi
 		if [ "$BENCH" = write_lat ]; then
 			# the hand-off structure: each datagram received by a sleeping thread and
@@ -251,11 +309,11 @@ while getopts b:r:t:p: opt; do
 	esac
 done
 shift $((OPTIND - 1))
-BENCHES=$(echo "${*:-write_bw write_lat send_bw}" | sed 's/\<ucx\>/ucx_put_bw ucx_tag_lat/')
-for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso; do
+BENCHES=$(echo "${*:-write_bw write_lat send_bw shm_write_bw shm_write_lat shm_send_bw shm_read_bw shm_atomic_bw}" | sed 's/\<ucx\>/ucx_put_bw ucx_tag_lat/')
+for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso bin/shm_ring; do
 	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
 done
-for t in ib_write_bw ib_write_lat ib_send_bw iperf3 taskset jq ucx_perftest; do
+for t in ib_write_bw ib_write_lat ib_send_bw ib_read_bw ib_atomic_bw iperf3 ucx_perftest taskset jq; do
 	command -v $t >/dev/null || { echo "run.sh: $t not installed"; exit 2; }
 done
 case " $BENCHES " in *" cm_connect "*)
@@ -288,8 +346,11 @@ for b in $BENCHES; do
 			>>"$work/log.nsrun" 2>&1
 		# figures expected: uroce and peer per rep, plus the reference runs
 		case $b in
-		write_lat) want=$((want + 4 * REPS)) ;;
-		write_bw) want=$((want + 3 * REPS)) ;;
+		# figures per repetition: uroce and its peer, plus the reference lines
+		# (write_lat: the hand-off floor and the kernel share; write_bw: the kernel
+		# share; shm_write_bw/_lat: shm_ring and UCX; shm_send_bw/_read_bw: shm_ring)
+		write_lat | shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
+		write_bw | shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
 		*) want=$((want + 2 * REPS)) ;;
 		esac
 	done
@@ -321,6 +382,15 @@ END {
 	goal["ucx_put_bw"] = "> 1.0"; goal["ucx_tag_lat"] = "< 1.0"
 	peer["cm_connect"] = "tcp connect"; goal["cm_connect"] = "(none)"
 	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
+	unit["shm_write_bw"] = unit["shm_read_bw"] = "Gb/s"; unit["shm_write_lat"] = "us"
+	unit["shm_send_bw"] = unit["shm_atomic_bw"] = "Mpps"
+	peer["shm_write_bw"] = peer["shm_read_bw"] = "iperf3 TCP"; peer["shm_write_lat"] = "udp_pingpong"
+	peer["shm_send_bw"] = peer["shm_atomic_bw"] = "udp_pps 80B"
+	goal["shm_write_bw"] = ">= 3.0"; goal["shm_write_lat"] = "<= 0.5"; goal["shm_send_bw"] = ">= 10"
+	goal["shm_read_bw"] = goal["shm_atomic_bw"] = "(report)"
+	ceil["shm_write_bw"] = ceil["shm_read_bw"] = "shm_ring bw"; ceil["shm_write_lat"] = "shm_ring lat"
+	ceil["shm_send_bw"] = "shm_ring rate"
+	ucx["shm_write_bw"] = "ucx put_bw"; ucx["shm_write_lat"] = "ucx am_lat"
 	printf "%-10s %-5s %-12s %9s %9s %5s %8s  %-15s %s\n", "bench", "pin", "peer", "uroce", "peer", "unit", "ratio", "per-rep ratios", "target"
 	for (k = 1; k <= nk; k++) {
 		split(order[k], kk, " "); b = kk[1]; p = kk[2]
@@ -344,6 +414,12 @@ END {
 			line(b, p, kern[b], mu, mf, "(kernel share)", nu, nf)
 			line(b, p, "(kernel)", mf, mp, "(" kern[b] " / " peer[b] ")", nf, np)
 		}
+		# the shm benchmarks: uroce as a fraction of the shared-memory ceiling (shm_ring),
+		# and against the shared memory of UCX
+		if ((mf = ref(order[k], "ceil")) != "")
+			line(b, p, ceil[b], mu, mf, "(fraction of the shm ceiling)", nu, nf)
+		if ((mf = ref(order[k], "ucx")) != "")
+			line(b, p, ucx[b], mu, mf, "(UCX posix shared memory)", nu, nf)
 	}
 }' "$res"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -4,6 +4,12 @@
  *   uroce link show [DEV[/PORT]] [-d]
  *   uroce link add NAME [type uroce] netdev NETDEV
  *   uroce link delete NAME
+ *   uroce link set NAME loopback shm|udp
+ *
+ * `loopback` is uroce's own option: how the device's QPs reach QPs of other uroce
+ * processes of the same host (network namespace) -- through shared memory (shm, the
+ * default) or over UDP like any peer (udp: what tshark on lo can watch).  UROCE_LINK=shm|udp
+ * overrides it per process (docs/transport.md "The shared-memory link").
  *
  * The device table lives in uroced (started on demand); this is a thin client.
  */
@@ -30,6 +36,7 @@ static int link_help(FILE *f)
 	fprintf(f, "Usage: uroce link show [DEV/PORT_INDEX] [-d]\n"
 		   "       uroce link add NAME [type uroce] netdev NETDEV\n"
 		   "       uroce link delete NAME\n"
+		   "       uroce link set NAME loopback { shm | udp }\n"
 		   "       uroce link help\n");
 	return f == stdout ? 0 : 1;
 }
@@ -63,6 +70,7 @@ static void print_link(const struct uroce_dev_info *d, int details)
 	       "mac %02x:%02x:%02x:%02x:%02x:%02x\n",
 	       d->ifindex, d->netdev_mtu, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
 	       d->mac[0], d->mac[1], d->mac[2], d->mac[3], d->mac[4], d->mac[5]);
+	printf("    loopback %s\n", d->loopback == UROCE_LOOPBACK_UDP ? "udp" : "shm");
 	for (unsigned i = 0; i < d->num_gids && i < UROCE_MAX_GIDS; i++) {
 		char buf[64];
 
@@ -213,6 +221,41 @@ static int link_del(int argc, char **argv)
 	return err ? 1 : 0;
 }
 
+static int link_set(int argc, char **argv)
+{
+	struct uroce_ipc *ipc;
+	uint32_t mode;
+	int err;
+
+	if (argc < 1) {
+		fprintf(stderr, "Please provide a link name.\n");
+		return 1;
+	}
+	if (argc != 3 || !matches(argv[1], "loopback")) {
+		fprintf(stderr, "Usage: uroce link set NAME loopback { shm | udp }\n");
+		return 1;
+	}
+	if (!strcmp(argv[2], "shm")) {
+		mode = UROCE_LOOPBACK_SHM;
+	} else if (!strcmp(argv[2], "udp")) {
+		mode = UROCE_LOOPBACK_UDP;
+	} else {
+		fprintf(stderr, "Unknown loopback '%s': shm or udp.\n", argv[2]);
+		return 1;
+	}
+	if (connect_daemon(&ipc))
+		return 1;
+	err = uroce_ipc_link_set(ipc, argv[0], mode);
+	uroce_ipc_close(ipc);
+	if (err == -ENODEV)
+		fprintf(stderr, "Wrong device name\n");
+	else if (err == -EOPNOTSUPP)
+		fprintf(stderr, "error: this uroced does not know the loopback option\n");
+	else if (err)
+		fprintf(stderr, "error: %s\n", strerror(-err));
+	return err ? 1 : 0;
+}
+
 int uroce_cmd_link(int argc, char **argv)
 {
 	/* argv[0] is "link"; no command means show, as in rdma. */
@@ -226,6 +269,8 @@ int uroce_cmd_link(int argc, char **argv)
 		return link_add(argc - 2, argv + 2);
 	if (matches(argv[1], "delete"))
 		return link_del(argc - 2, argv + 2);
+	if (matches(argv[1], "set"))
+		return link_set(argc - 2, argv + 2);
 	fprintf(stderr, "Unknown command '%s'.\n", argv[1]);
 	link_help(stderr);
 	return 1;

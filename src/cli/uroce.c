@@ -1,6 +1,6 @@
 /* uroce — the command-line tool.  Subcommands in the style of iproute2's rdma(8):
  *   uroce decode FILE.pcap...      one line per RoCEv2 packet of a capture
- *   uroce link show|add|del        devices (one per netdev)
+ *   uroce link show|add|del|set    devices (one per netdev), their options
  *   uroce stat                     per-device and per-QP counters
  *   uroce daemon start|stop|status
  *   uroce run CMD [ARGS...]        run a program on uroce's libraries

@@ -116,6 +116,7 @@ void uroced_accept(struct uroced *d)
 		c->fd = fd;
 		c->serial = ++d->next_serial;
 		c->pid = -1;
+		c->shm_efd = -1;
 		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
 			c->pid = cred.pid;
 			c->uid = cred.uid;
@@ -190,6 +191,8 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 
 	/* Its connection-manager ids go first, with what the kernel would send for them. */
 	uroced_cm_client_gone(d, c);
+	/* Its shared-memory links report the death to their other ends. */
+	uroced_shm_client_gone(d, c);
 	while (c->ndevs) {
 		struct uroce_client_dev *cd = &c->devs[c->ndevs - 1];
 
@@ -304,10 +307,16 @@ static struct uroce_client *qpn_owner(struct uroced *d, const struct uroce_dev *
 	return NULL;
 }
 
+struct uroce_client *uroced_qpn_owner(struct uroced *d, const struct uroce_dev *dev, uint32_t qpn)
+{
+	return qpn_owner(d, dev, qpn, NULL, NULL);
+}
+
 void uroced_close_all(struct uroced *d)
 {
 	while (d->nclients)
 		drop_client(d, d->clients[d->nclients - 1]);
+	uroced_shm_fini(d);
 	free(d->clients);
 	d->clients = NULL;
 	d->capclients = 0;
@@ -478,6 +487,37 @@ static int op_link_del(struct uroced *d, struct uroce_client *c, const struct ur
 	return 0;
 }
 
+/* `uroce link set DEV loopback shm|udp`: saved with the table; clients read it from the
+ * device's description (a context decides at its data path's start). */
+static int op_link_set(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req)
+{
+	struct uroce_dev *dev = uroce_dev_find(&d->devs, req->dev);
+
+	if (!privileged(d, c))
+		return -EPERM;
+	if (!dev)
+		return -ENODEV;
+	if (req->arg != UROCE_LOOPBACK_SHM && req->arg != UROCE_LOOPBACK_UDP)
+		return -EINVAL;
+	if (dev->info.loopback == req->arg)
+		return 0;
+	dev->info.loopback = (uint8_t)req->arg;
+	d->generation++;
+	uroced_save(d);
+	uroced_log("link %s loopback %s\n", req->dev, req->arg == UROCE_LOOPBACK_SHM ? "shm" : "udp");
+	return 0;
+}
+
+static int op_shm_attach(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
+			 int *in_fd)
+{
+	struct uroce_dev *dev = req_dev(d, req);
+
+	if (!dev)
+		return -ENODEV;
+	return uroced_shm_attach(d, c, dev, in_fd);
+}
+
 static void fill_status(struct uroced *d, struct uroce_daemon_status *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -572,7 +612,8 @@ static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struc
 }
 
 /* in_fd: a descriptor that came with the request (-1 if none); an op that takes
- * it sets *in_fd = -1.  fd: a descriptor to send with the reply. */
+ * it sets *in_fd = -1.  fd[0], fd[1]: descriptors to send with the reply (the daemon's
+ * own: the kernel duplicates them). */
 static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
 		    struct uroce_ipc_resp *resp, int *in_fd, int *fd)
 {
@@ -643,6 +684,16 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 	case UROCE_OP_SUBSCRIBE:
 		c->subscribed = 1;
 		return 0;
+	case UROCE_OP_LINK_SET:
+		return op_link_set(d, c, req);
+	case UROCE_OP_SHM_ATTACH:
+		return op_shm_attach(d, c, req, in_fd);
+	case UROCE_OP_SHM_LINK:
+		if (!req_dev(d, req))
+			return -ENODEV;
+		return uroced_shm_link(d, c, req->x.shm.dgid, req->arg, req->x.shm.ring_bytes, resp, fd);
+	case UROCE_OP_SHM_ACCEPT:
+		return uroced_shm_accept(d, c, resp, fd);
 	case UROCE_OP_SHUTDOWN:
 		if (!privileged(d, c))
 			return -EPERM;
@@ -662,10 +713,16 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 	}
 }
 
-/* Send a reply, with a descriptor as SCM_RIGHTS if fd >= 0. */
-static ssize_t send_reply(int sock, const struct uroce_ipc_resp *resp, int fd)
+/* Send a reply, with the descriptors of fd[] that are >= 0 as SCM_RIGHTS. */
+static ssize_t send_reply(int sock, const struct uroce_ipc_resp *resp, const int fd[2])
 {
-	return uroce_ipc_send_rec(sock, resp, sizeof(*resp), fd, MSG_DONTWAIT);
+	int v[2];
+	unsigned n = 0;
+
+	for (unsigned i = 0; fd && i < 2; i++)
+		if (fd[i] >= 0)
+			v[n++] = fd[i];
+	return uroce_ipc_send_recn(sock, resp, sizeof(*resp), v, n, MSG_DONTWAIT);
 }
 
 void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t events)
@@ -683,7 +740,7 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 		} rec;
 		struct uroce_ipc_req *req = &rec.ipc;
 		struct uroce_ipc_resp resp;
-		int fd = -1, in_fd;
+		int fd[2] = { -1, -1 }, in_fd;
 		/* At most one descriptor is kept (in_fd); any other is closed. */
 		ssize_t n = uroce_ipc_recv_rec(c->fd, &rec, sizeof(rec), &in_fd,
 					       MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -732,7 +789,7 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 			 !terminated(req->netdev, sizeof(req->netdev)))
 			resp.status = -EINVAL;
 		else
-			resp.status = dispatch(d, c, req, &resp, &in_fd, &fd);
+			resp.status = dispatch(d, c, req, &resp, &in_fd, fd);
 		if (in_fd >= 0)
 			close(in_fd);  /* a descriptor nobody asked for */
 		if (req->op != UROCE_OP_CLIENT_GET)
@@ -740,7 +797,7 @@ void uroced_client_event(struct uroced *d, struct uroce_client *c, uint32_t even
 		resp.ev_lost = c->ev_lost;
 		/* fd (if any) is the daemon's own copy: the kernel duplicates it into
 		 * the message, we keep ours. */
-		if (send_reply(c->fd, &resp, resp.status ? -1 : fd) < 0) {
+		if (send_reply(c->fd, &resp, resp.status ? NULL : fd) < 0) {
 			/* A client that does not read its replies (full buffer) or is gone. */
 			drop_client(d, c);
 			return;

@@ -6,7 +6,9 @@
  * the inode does not), else netns-INODE.links by the inode of /proc/self/ns/net;
  * in $UROCE_STATE_DIR, else /var/lib/uroce for root, else
  * ${XDG_STATE_HOME:-~/.local/state}/uroce.  The format is the command that made
- * each link, one per line:   link NAME netdev IF
+ * each link, one per line:   link NAME netdev IF [loopback udp]
+ * (the same-host link, `uroce link set NAME loopback udp`; shm, the default, is not
+ * written, so the files of older versions read the same).
  * A missing file means "never configured" (the daemon adds uroce0 on lo); an empty
  * file means "all links deleted" and stays empty.
  *
@@ -115,20 +117,24 @@ int uroce_state_load(struct uroce_devtable *t, const char *path)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		char name[UROCE_DEV_NAME_MAX], netdev[UROCE_NETDEV_MAX];
-		int err;
+		char name[UROCE_DEV_NAME_MAX], netdev[UROCE_NETDEV_MAX], lb[8] = "shm";
+		struct uroce_dev *dev = NULL;
+		int err, nf;
 
 		lineno++;
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
 		/* Field widths keep sscanf inside the buffers. */
-		if (sscanf(line, "link %63s netdev %15s", name, netdev) != 2) {
+		nf = sscanf(line, "link %63s netdev %15s loopback %7s", name, netdev, lb);
+		if (nf < 2 || (strcmp(lb, "shm") && strcmp(lb, "udp"))) {
 			uroced_log("%s:%d: not understood, skipped\n", path, lineno);
 			continue;
 		}
-		err = uroce_dev_add(t, name, netdev, NULL);
+		err = uroce_dev_add(t, name, netdev, &dev);
 		if (err)
 			uroced_log("%s:%d: link %s: %s\n", path, lineno, name, strerror(-err));
+		else if (dev)
+			dev->info.loopback = strcmp(lb, "udp") ? UROCE_LOOPBACK_SHM : UROCE_LOOPBACK_UDP;
 	}
 	fclose(f);
 	return 0;
@@ -149,7 +155,8 @@ int uroce_state_save(const struct uroce_devtable *t, const char *path)
 		return -errno;
 	fprintf(f, "# uroce links of one network namespace, written by uroced\n");
 	for (unsigned i = 0; i < t->n; i++)
-		fprintf(f, "link %s netdev %s\n", t->dev[i]->info.name, t->dev[i]->info.netdev);
+		fprintf(f, "link %s netdev %s%s\n", t->dev[i]->info.name, t->dev[i]->info.netdev,
+			t->dev[i]->info.loopback == UROCE_LOOPBACK_UDP ? " loopback udp" : "");
 	if (fflush(f) || fsync(fileno(f)))
 		err = -errno;
 	if (fclose(f) && !err)

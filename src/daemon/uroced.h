@@ -190,6 +190,13 @@ struct uroce_client {
 	bool cm_out;                     /* EPOLLOUT asked: its event socket was full */
 	int cm_net_bind;                 /* CAP_NET_BIND_SERVICE, read at its first command */
 	uint32_t cm_chan;                /* UROCED_CM_EVENT: the channel */
+	/* Same-host shared-memory links (shm.c): the wake eventfd it attached (-1: it takes
+	 * no part), on which device, and the links peers opened to it that it has not
+	 * taken yet (SHM_ACCEPT), by id. */
+	int shm_efd;
+	uint32_t shm_dev_id;
+	uint64_t *shm_pending;
+	size_t shm_npending, shm_cappending;
 };
 
 enum uroced_cm_kind {
@@ -222,6 +229,11 @@ struct uroced {
 	int64_t idle_ms;                 /* 0: never exit when idle */
 	int64_t idle_since_ms;           /* when the client count last fell to 0 */
 	struct uroced_cm *cm;            /* the connection manager; NULL if it failed */
+	/* Same-host shared-memory links (shm.c). */
+	struct uroced_shm_link **shm_links;
+	size_t shm_n, shm_cap;
+	uint64_t shm_next_id;
+	uint64_t shm_created;            /* links made since the start */
 };
 
 /* The default idle time of an autostarted daemon; $UROCE_DAEMON_IDLE_MS or
@@ -324,6 +336,34 @@ void uroced_cm_writable(struct uroced *d, struct uroce_client *c);
 /* 1 while the CM holds any id, connection or timer: an idle daemon must not exit then
  * (main.c's idle exit asks this). */
 int uroced_cm_busy(const struct uroced *d);
+
+/* ---- shm.c: same-host shared-memory links (ipc/shm_proto.h) ----------------- */
+
+struct uroce_shm_hdr;
+/* One link between two client connections (the same one twice for a self link). */
+struct uroced_shm_link {
+	uint64_t id;
+	struct uroce_client *side[2];    /* NULL once that side's connection closed */
+	int memfd;                       /* sealed against resizing */
+	struct uroce_shm_hdr *hdr;       /* its header page, mapped read-write */
+	uint32_t ring_bytes;
+};
+
+/* The client holding qpn on dev, or NULL (server.c). */
+struct uroce_client *uroced_qpn_owner(struct uroced *d, const struct uroce_dev *dev, uint32_t qpn);
+/* SHM_ATTACH: c takes part in links on dev, its wake eventfd is *fd (consumed on success:
+ * *fd = -1).  -EEXIST, -EINVAL (not a non-blocking eventfd). */
+int uroced_shm_attach(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev, int *fd);
+/* SHM_LINK: the link from c to the owner of @dqpn on the device holding @dgid, created if
+ * needed; resp->u.shm and out[0] (memfd), out[1] (the peer's eventfd), descriptors the
+ * daemon keeps.  -ENOENT, -ENOTCONN (ipc.h). */
+int uroced_shm_link(struct uroced *d, struct uroce_client *c, const uint8_t dgid[16], uint32_t dqpn,
+		    uint32_t ring_bytes, struct uroce_ipc_resp *resp, int out[2]);
+/* SHM_ACCEPT: the oldest link waiting for c; -ENOENT. */
+int uroced_shm_accept(struct uroced *d, struct uroce_client *c, struct uroce_ipc_resp *resp, int out[2]);
+/* c's connection is closing: its side of every link is marked gone and the peer told. */
+void uroced_shm_client_gone(struct uroced *d, struct uroce_client *c);
+void uroced_shm_fini(struct uroced *d);
 
 /* ---- logging -------------------------------------------------------------- */
 

@@ -291,16 +291,16 @@ static int fail_dead(struct uroce_ipc *ipc)
 	return -ECONNRESET;
 }
 
-/* Send req and wait for its reply; caller holds ipc->lock.  A descriptor passed
- * with the reply goes to *fd if fd is not NULL, else it is closed. */
+/* Send req and wait for its reply; caller holds ipc->lock.  The first @nfds descriptors
+ * passed with a successful reply go to fds[] (the others -1); any other is closed. */
 static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
-		       int send_fd, int *fd)
+		       int send_fd, int *fds, unsigned nfds)
 {
 	int64_t deadline = now_ms() + UROCE_IPC_TIMEOUT_MS;
 	ssize_t n;
 
-	if (fd)
-		*fd = -1;
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i] = -1;
 	if (ipc->owner != getpid())
 		return -EBADF;
 	if (ipc->dead)
@@ -317,7 +317,7 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 	for (;;) {
 		struct pollfd p = { .fd = ipc->fd, .events = POLLIN };
 		int64_t left = deadline - now_ms();
-		int r, got;
+		int r, got[2];
 
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -328,8 +328,8 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 			return -errno;
 		if (r == 0)
 			return -ETIMEDOUT;
-		n = uroce_ipc_recv_rec(ipc->fd, resp, sizeof(*resp), &got,
-				       MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		n = uroce_ipc_recv_recn(ipc->fd, resp, sizeof(*resp), got, 2,
+					MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n < 0)
@@ -337,10 +337,12 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 		/* Only the reply we wait for may bring a descriptor, and only on success. */
 		if (n == 0 || (size_t)n != sizeof(*resp) || resp->magic != UROCE_IPC_MAGIC ||
 		    resp->version != UROCE_IPC_VERSION || resp->seq != req->seq ||
-		    resp->op != req->op || resp->status || !fd) {
-			if (got >= 0)
-				close(got);
-			got = -1;
+		    resp->op != req->op || resp->status) {
+			for (unsigned i = 0; i < 2; i++) {
+				if (got[i] >= 0)
+					close(got[i]);
+				got[i] = -1;
+			}
 		}
 		if (n == 0)
 			return fail_dead(ipc);
@@ -355,8 +357,12 @@ static int call_locked(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct 
 		if (resp->seq != req->seq || resp->op != req->op)
 			continue;  /* late reply to an earlier, timed-out request */
 		ipc->ev_lost += resp->ev_lost;
-		if (fd)
-			*fd = got;
+		for (unsigned i = 0; i < 2; i++) {
+			if (i < nfds)
+				fds[i] = got[i];
+			else if (got[i] >= 0)
+				close(got[i]);
+		}
 		return resp->status;
 	}
 }
@@ -369,7 +375,20 @@ static int call_fd(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroc
 	if (!ipc)
 		return -EINVAL;
 	pthread_mutex_lock(&ipc->lock);
-	err = call_locked(ipc, req, resp, send_fd, fd);
+	err = call_locked(ipc, req, resp, send_fd, fd, fd ? 1 : 0);
+	pthread_mutex_unlock(&ipc->lock);
+	return err;
+}
+
+static int call_fds(struct uroce_ipc *ipc, struct uroce_ipc_req *req, struct uroce_ipc_resp *resp,
+		    int send_fd, int *fds, unsigned nfds)
+{
+	int err;
+
+	if (!ipc)
+		return -EINVAL;
+	pthread_mutex_lock(&ipc->lock);
+	err = call_locked(ipc, req, resp, send_fd, fds, nfds);
 	pthread_mutex_unlock(&ipc->lock);
 	return err;
 }
@@ -757,6 +776,82 @@ int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 	if (!err && *fd < 0)
 		err = -EPROTO;  /* success without a descriptor */
 	return err;
+}
+
+int uroce_ipc_link_set(struct uroce_ipc *ipc, const char *dev, uint32_t loopback)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_LINK_SET, dev, NULL, loopback);
+	return err ? err : call(ipc, &req, &resp);
+}
+
+int uroce_ipc_shm_attach(struct uroce_ipc *ipc, const char *dev, int efd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || efd < 0)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_SHM_ATTACH, dev, NULL, 0);
+	return err ? err : call_fd(ipc, &req, &resp, efd, NULL);
+}
+
+/* The reply of SHM_LINK / SHM_ACCEPT: both descriptors or an error (none kept). */
+static int shm_reply(int err, const struct uroce_ipc_resp *resp, int fds[2],
+		     struct uroce_shm_link_info *info, int *memfd, int *peer_efd)
+{
+	if (!err && (fds[0] < 0 || fds[1] < 0))
+		err = -EPROTO;   /* success without both descriptors */
+	if (err) {
+		for (int i = 0; i < 2; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return err;
+	}
+	*info = resp->u.shm;
+	*memfd = fds[0];
+	*peer_efd = fds[1];
+	return 0;
+}
+
+int uroce_ipc_shm_link(struct uroce_ipc *ipc, const char *dev, const uint8_t dgid[16], uint32_t dqpn,
+		       uint32_t ring_bytes, struct uroce_shm_link_info *info, int *memfd, int *peer_efd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int fds[2] = { -1, -1 }, err;
+
+	if (!dev || !dgid || !info || !memfd || !peer_efd)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_SHM_LINK, dev, NULL, dqpn);
+	if (err)
+		return err;
+	memcpy(req.x.shm.dgid, dgid, 16);
+	req.x.shm.ring_bytes = ring_bytes;
+	err = call_fds(ipc, &req, &resp, -1, fds, 2);
+	return shm_reply(err, &resp, fds, info, memfd, peer_efd);
+}
+
+int uroce_ipc_shm_accept(struct uroce_ipc *ipc, const char *dev, struct uroce_shm_link_info *info,
+			 int *memfd, int *peer_efd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int fds[2] = { -1, -1 }, err;
+
+	if (!dev || !info || !memfd || !peer_efd)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_SHM_ACCEPT, dev, NULL, 0);
+	if (err)
+		return err;
+	err = call_fds(ipc, &req, &resp, -1, fds, 2);
+	return shm_reply(err, &resp, fds, info, memfd, peer_efd);
 }
 
 static int cnt_register(struct uroce_ipc *ipc, const char *dev, struct uroce_counters *c,

@@ -40,12 +40,21 @@ struct uroce_dev_info {
 	uint32_t netdev_mtu;             /* the netdev's MTU; the port MTU derives from it */
 	uint8_t mac[6];                  /* all zero for loopback */
 	uint8_t port_up;                 /* netdev IFF_UP and IFF_RUNNING (lo: IFF_UP) */
-	uint8_t pad;
+	uint8_t loopback;                /* enum uroce_loopback: how its QPs reach QPs of this
+					  * daemon's devices (`uroce link set DEV loopback`) */
 	uint64_t node_guid;              /* EUI-64 from the MAC, as rxe does; derived otherwise.
 					  * Network byte order (bytes in memory are the EUI-64),
 					  * like ibv_device_attr.node_guid. */
 	uint32_t num_gids;               /* slots used in gids[] (including invalid holes) */
 	struct uroce_gid_info gids[UROCE_MAX_GIDS];
+};
+
+/* How a device's QPs reach a QP of another uroce process of the same daemon (same host,
+ * same network namespace): through a shared-memory link (the default), or over UDP like
+ * any other peer.  UROCE_LINK=shm|udp overrides it per process (docs/transport.md). */
+enum uroce_loopback {
+	UROCE_LOOPBACK_SHM = 0,
+	UROCE_LOOPBACK_UDP = 1,
 };
 
 struct uroce_ipc;
@@ -194,6 +203,41 @@ int uroce_ipc_connect(int *fd, unsigned flags);
  * -errno of send/recv/poll otherwise. */
 int uroce_ipc_transact(int fd, const void *req, size_t req_len, void *rep, size_t rep_len,
 		       int timeout_ms, int (*match)(const void *rep, void *arg), void *arg);
+/* ---- Same-host shared-memory links (ipc/shm_proto.h, docs/transport.md) ---- */
+
+/* `uroce link set DEV loopback shm|udp`: the device's same-host link, saved with the device
+ * table.  -ENODEV, -EINVAL, -EPERM as for link_add. */
+int uroce_ipc_link_set(struct uroce_ipc *ipc, const char *dev, uint32_t loopback);
+
+/* A link as uroced describes it to one of its ends. */
+struct uroce_shm_link_info {
+	uint64_t id;                     /* unique while the daemon runs */
+	uint64_t size;                   /* bytes of the memfd */
+	uint32_t side;                   /* this end's side (0 or 1; the ring it sends on) */
+	uint32_t self;                   /* 1: both ends are this connection */
+	int32_t peer_pid;
+	uint32_t peer_uid;
+	uint32_t qpn_block;              /* SHM_LINK: the destination QPN / UROCE_IPC_QPN_BLOCK,
+					  * a block the peer owns for as long as it lives */
+	uint32_t ring_bytes;
+};
+#define UROCE_IPC_QPN_BLOCK 64           /* QPNs are handed out in blocks of this many */
+
+/* This connection takes part in shared-memory links on @dev; @efd is its wake eventfd
+ * (uroced keeps a copy: peers and the daemon write to it).  -ENODEV, -EEXIST (attached
+ * already), -EOPNOTSUPP (an older daemon). */
+int uroce_ipc_shm_attach(struct uroce_ipc *ipc, const char *dev, int efd);
+/* The link to the owner of QPN @dqpn of the device holding GID @dgid, created if needed
+ * (@ring_bytes: the ring size a new link gets; 0 = the default).  0 and *info, *memfd and
+ * *peer_efd (both owned by the caller); -ENOENT (no such GID among this daemon's devices,
+ * or no owner of the QPN), -ENOTCONN (this connection or the owner takes no part in shm
+ * links). */
+int uroce_ipc_shm_link(struct uroce_ipc *ipc, const char *dev, const uint8_t dgid[16], uint32_t dqpn,
+		       uint32_t ring_bytes, struct uroce_shm_link_info *info, int *memfd, int *peer_efd);
+/* The next link a peer opened to this connection (uroced wrote UROCE_SHM_WAKE_LINKS to its
+ * eventfd): 0 and the same outputs, -ENOENT when none is waiting. */
+int uroce_ipc_shm_accept(struct uroce_ipc *ipc, const char *dev, struct uroce_shm_link_info *info,
+			 int *memfd, int *peer_efd);
 
 /* ---- Port and GID events ----
  *

@@ -1,4 +1,4 @@
-/* msg.c — one record over the daemon's SEQPACKET connection, with at most one descriptor
+/* msg.c — one record over the daemon's SEQPACKET connection, with up to four descriptors
  * as SCM_RIGHTS ancillary data (proto.h).  The client (client.c) and uroced (server.c)
  * both send and receive through these two functions, so the control-message handling
  * — and the rule that a descriptor nobody takes is closed — lives in one place.
@@ -14,27 +14,32 @@
 
 #define MAX_FDS 4            /* room for a peer that sends more than one: all get closed */
 
-ssize_t uroce_ipc_send_rec(int sock, const void *rec, size_t len, int fd, int flags)
+ssize_t uroce_ipc_send_recn(int sock, const void *rec, size_t len, const int *fds, unsigned nfds,
+			   int flags)
 {
 	union {
 		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
 	} ctl;
 	struct iovec iov = { .iov_base = (void *)rec, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (fd >= 0) {
+	if (nfds > MAX_FDS) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (nfds) {
 		struct cmsghdr *cm;
 
 		memset(&ctl, 0, sizeof(ctl));
 		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	}
 	do
 		n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
@@ -42,7 +47,12 @@ ssize_t uroce_ipc_send_rec(int sock, const void *rec, size_t len, int fd, int fl
 	return n;
 }
 
-ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags)
+ssize_t uroce_ipc_send_rec(int sock, const void *rec, size_t len, int fd, int flags)
+{
+	return uroce_ipc_send_recn(sock, rec, len, &fd, fd >= 0 ? 1 : 0, flags);
+}
+
+ssize_t uroce_ipc_recv_recn(int sock, void *rec, size_t len, int *fds, unsigned maxfds, int flags)
 {
 	union {
 		struct cmsghdr align;
@@ -53,17 +63,17 @@ ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags)
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
 	};
+	unsigned kept = 0;
 	ssize_t n;
-	int keep = -1;
 
-	if (fd)
-		*fd = -1;
+	for (unsigned i = 0; i < maxfds; i++)
+		fds[i] = -1;
 	n = recvmsg(sock, &mh, flags);
 	if (n < 0)
 		return n;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 		size_t k;
-		int fds[MAX_FDS];
+		int got[MAX_FDS];
 
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
 		    cm->cmsg_len < CMSG_LEN(0))
@@ -71,15 +81,20 @@ ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags)
 		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		if (k > MAX_FDS)
 			k = MAX_FDS;
-		memcpy(fds, CMSG_DATA(cm), k * sizeof(int));
+		memcpy(got, CMSG_DATA(cm), k * sizeof(int));
 		for (size_t i = 0; i < k; i++) {
-			if (fd && keep < 0)
-				keep = fds[i];
+			if (kept < maxfds)
+				fds[kept++] = got[i];
 			else
-				close(fds[i]);
+				close(got[i]);
 		}
 	}
-	if (fd)
-		*fd = keep;
 	return n;
+}
+
+ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags)
+{
+	int dummy;
+
+	return uroce_ipc_recv_recn(sock, rec, len, fd ? fd : &dummy, fd ? 1 : 0, flags);
 }

@@ -12,8 +12,10 @@
  * be recognised (and refused with -EPROTONOSUPPORT) before anything else is read.
  *
  * Descriptors: a reply to RX_SOCKET carries one descriptor as SCM_RIGHTS ancillary
- * data (SEQPACKET keeps it with its record).  The client takes descriptors only
- * from the reply it waits for and closes any other it receives.
+ * data (SEQPACKET keeps it with its record), a reply to SHM_LINK or SHM_ACCEPT two (the
+ * link's memfd, then the peer's wake eventfd); CNT_REGISTER and SHM_ATTACH requests carry
+ * one.  The client takes descriptors only from the reply it waits for and closes any
+ * other it receives.
  *
  * Flow: strictly request/reply, one outstanding request per connection.  The reply
  * echoes op and seq; a client discards replies whose seq is not the one it waits
@@ -63,6 +65,14 @@ enum uroce_ipc_op {
 	UROCE_OP_EVENT,          /* daemon -> client only, unsolicited: seq 0, event */
 	UROCE_OP_PERSIST,        /* an autostarted daemon stays when idle */
 	UROCE_OP_CNT_TOTAL,      /* dev, arg = block -> cnt: the device's totals of that block */
+	/* Same-host shared-memory links (ipc/shm_proto.h, docs/transport.md). */
+	UROCE_OP_LINK_SET,       /* dev, arg = enum uroce_loopback: the device's same-host link */
+	UROCE_OP_SHM_ATTACH,     /* dev, the connection's wake eventfd in SCM_RIGHTS: it takes
+				  * part in shared-memory links from now on */
+	UROCE_OP_SHM_LINK,       /* dev, arg = destination QPN, x.shm.dgid, x.shm.ring_bytes ->
+				  * shm, the link's memfd and the peer's eventfd */
+	UROCE_OP_SHM_ACCEPT,     /* dev -> shm and the two descriptors of the next link a peer
+				  * opened to this connection; -ENOENT when there is none */
 	UROCE_OP_MAX
 };
 
@@ -74,7 +84,13 @@ struct uroce_ipc_req {
 	uint32_t arg;                    /* index or QPN, per op */
 	char dev[UROCE_DEV_NAME_MAX];    /* NUL-terminated device name, "" if unused */
 	char netdev[UROCE_NETDEV_MAX];   /* NUL-terminated netdev name, "" if unused */
-	uint8_t reserved[48];            /* zero; room for later ops without a new size */
+	union {
+		uint8_t reserved[48];    /* zero; room for later ops without a new size */
+		struct {
+			uint8_t dgid[16];        /* SHM_LINK: the destination QP's GID */
+			uint32_t ring_bytes;     /* ...ring size a new link gets (0: default) */
+		} shm;
+	} x;
 };
 
 struct uroce_ipc_resp {
@@ -97,6 +113,7 @@ struct uroce_ipc_resp {
 		struct uroce_dev_stats stats;
 		struct uroce_cnt_record cnt;
 		struct uroce_ipc_event event;
+		struct uroce_shm_link_info shm;
 		uint8_t raw[2048];           /* fixes the record size */
 	} u;
 };
@@ -165,6 +182,11 @@ static inline uint64_t uroce_cnt_slot_off(uint32_t n_ctx, uint32_t n_qp, uint32_
  * Returns recvmsg's result. */
 ssize_t uroce_ipc_send_rec(int sock, const void *rec, size_t len, int fd, int flags);
 ssize_t uroce_ipc_recv_rec(int sock, void *rec, size_t len, int *fd, int flags);
+/* The same with up to 4 descriptors: send @nfds of @fds; receive the first @maxfds into
+ * fds[] (the others -1), closing any beyond. */
+ssize_t uroce_ipc_send_recn(int sock, const void *rec, size_t len, const int *fds, unsigned nfds,
+			   int flags);
+ssize_t uroce_ipc_recv_recn(int sock, void *rec, size_t len, int *fds, unsigned maxfds, int flags);
 
 /* Fill sa (a struct sockaddr_un) with the daemon's abstract address; returns the
  * address length to pass to bind()/connect().  Reads $UROCE_IPC_NAME. */

@@ -32,6 +32,7 @@
 
 #include "transport/netio.h"
 #include "transport/rc.h"
+#include "transport/shm.h"
 #include "transport/rc_qp.h"
 #include "transport/mcast.h"
 #include "transport/uc.h"
@@ -54,6 +55,7 @@ struct uroce_engine {
 	struct uroce_engine *next_eng;   /* engines list (flush_at_exit) */
 	struct uroce_context *ctx;
 	struct uroce_netio *nio;
+	struct uroce_shm *shm;           /* the same-host link (shm.h); NULL: UDP only */
 	int epfd, tfd, efd;
 	pthread_t thread;
 	atomic_bool stop;
@@ -101,6 +103,11 @@ struct uroce_engine {
 struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	struct uroce_engine *eng;
 	struct uroce_netio_tx *tx;
+	/* RC/UC: the shared-memory link to the peer QP (shm.h, a reference), NULL when it is
+	 * reached over UDP (UD: always NULL; each WQE finds its link, eng_ud_xmit).  src is
+	 * what the link tells the receiver in place of the IP and UDP headers. */
+	struct uroce_shm_link *link;
+	struct uroce_shm_src src;
 	struct uroce_netaddr dst;
 	uint8_t sgid[16];                /* UD: the source GID tx was opened for (per AH) */
 	/* Send batching (cork/uncork): the packets built while the engine runs a QP's
@@ -154,12 +161,22 @@ static void doorbell(struct uroce_engine *eng)
 	}
 }
 
+/* The packets leave on the QP's link: the shared-memory ring to a same-host peer, or its
+ * UDP socket. */
+static int eq_send(struct engine_qp *eq, struct uroce_txpkt *pk, unsigned n)
+{
+	if (eq->link)
+		return uroce_shm_send(eq->link, &eq->src, &eq->dst, pk, n);
+	return uroce_netio_send(eq->tx, &eq->dst, pk, n);
+}
+
 static void eng_flush(struct engine_qp *eq)
 {
 	/* A short count or an error is a loss like any other: the requester's retransmission
-	 * covers it, and netio counts it (tx_short / tx_errors). */
+	 * covers it, and netio counts it (tx_short / tx_errors), as the shm link does
+	 * (shm_tx_full). */
 	if (eq->nbatch)
-		uroce_netio_send(eq->tx, &eq->dst, eq->pk, eq->nbatch);
+		eq_send(eq, eq->pk, eq->nbatch);
 	eq->nbatch = 0;
 	eq->parked = false;
 }
@@ -366,15 +383,46 @@ static void flush_batch_acks(struct uroce_engine *eng)
 		each_rc_qp(eng, flush_batch_ack);
 }
 
-static int poll_batch(struct uroce_engine *eng)
+/* One receive batch from each link: the UDP socket and the shared-memory rings, up to
+ * RX_BUDGET packets each.  *more: a budget was used up, more may be waiting. */
+#define RX_BUDGET 64
+
+/* A context with shared-memory links whose UDP socket was empty at the last UDP_QUIET
+ * polls of this thread reads it at every UDP_QUIET_EVERY-th poll only: a busy poller, or
+ * the progress thread spinning on a stream of shm records, otherwise spent a system call
+ * per turn on a socket with nothing in it (15% of a shm bandwidth target's CPU).  A
+ * datagram then waits a few turns of a loop that takes well under a microsecond; the
+ * progress thread woken by the socket's edge reads it at once (@udp).  Without shm links
+ * (another host, UROCE_LINK=udp) the socket is read at every poll, as before. */
+#define UDP_QUIET 64
+#define UDP_QUIET_EVERY 16
+static POLL_TLS unsigned udp_empty, udp_turn;
+
+static bool udp_due(struct uroce_engine *eng)
+{
+	if (udp_empty < UDP_QUIET || !uroce_shm_active(eng->shm))
+		return true;
+	return ++udp_turn % UDP_QUIET_EVERY == 0;
+}
+
+static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 {
 	struct rx_batch b = { .eng = eng };
-	/* An application thread polls again at once: it may read short (netio.h). */
-	int n = on_progress_thread ? uroce_netio_poll(eng->nio, 64, rx_one, &b)
-				   : uroce_netio_poll_spin(eng->nio, 64, rx_one, &b);
+	int n = 0, m = 0;
 
+	if (udp || udp_due(eng)) {
+		/* An application thread polls again at once: it may read short (netio.h). */
+		n = on_progress_thread ? uroce_netio_poll(eng->nio, RX_BUDGET, rx_one, &b)
+				       : uroce_netio_poll_spin(eng->nio, RX_BUDGET, rx_one, &b);
+		udp_empty = n ? 0 : udp_empty + 1;
+	}
 	rx_release(&b);
-
+	if (eng->shm) {
+		m = uroce_shm_poll(eng->shm, RX_BUDGET, rx_one, &b);
+		rx_release(&b);
+	}
+	*more = n == RX_BUDGET || m == RX_BUDGET;
+	n += m;
 	if (n > 0)
 		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
 					  (uint64_t)n, memory_order_relaxed);
@@ -383,13 +431,16 @@ static int poll_batch(struct uroce_engine *eng)
 	return n;
 }
 
-static int drain(struct uroce_engine *eng)
+/* @udp: read the UDP socket whatever udp_due says (its edge woke the progress thread). */
+static int drain(struct uroce_engine *eng, bool udp)
 {
-	int n, total = 0;
+	int total = 0;
+	bool more;
 
-	while ((n = poll_batch(eng)) == 64)
-		total += n;
-	return total + n;
+	do
+		total += poll_batch(eng, &more, udp);
+	while (more);
+	return total;
 }
 
 static void unpark(struct uroce_qp *qp, struct uroce_rc *rc);
@@ -599,12 +650,22 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 			run_timers(eng);
 			/* A lease that ran out (rather than ended by will_sleep) and left
 			 * datagrams waiting delayed them: back off (LEASE_BACKOFF_NS). */
-			if (atomic_load(&eng->poll_stamp) && drain(eng))
+			if (atomic_load(&eng->poll_stamp) && drain(eng, true))
 				eng->lease_off_until = uroce_rc_clock() + LEASE_BACKOFF_NS;
 		}
 		arm_timerfd(eng, atomic_load(&eng->due_hint));
+		/* The shared-memory rings: peers wake us only after we said we sleep, and
+		 * records that came before that are drained now instead. */
+		if (eng->shm && !uroce_shm_sleep_prepare(eng->shm))
+			return 0;
 	}
-	return epoll_wait_ts(eng, ev, nev, tp);
+	{
+		int n = epoll_wait_ts(eng, ev, nev, tp);
+
+		if (!tp && eng->shm)
+			uroce_shm_sleep_done(eng->shm);
+		return n;
+	}
 }
 
 static void *progress_thread(void *arg)
@@ -621,6 +682,7 @@ static void *progress_thread(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (!atomic_load(&eng->stop)) {
 		int n = wait_events(eng, ev, 4);
+		bool sock = false;
 		uint64_t v;
 
 		if (n < 0 && errno != EINTR)
@@ -636,6 +698,11 @@ static void *progress_thread(void *arg)
 				if (read(eng->efd, &v, sizeof(v)) < 0) {
 					/* already drained */
 				}
+			} else if (ev[i].data.fd == uroce_netio_fd(eng->nio)) {
+				sock = true;
+			} else if (eng->shm && ev[i].data.fd == uroce_shm_fd(eng->shm)) {
+				/* A peer's records, or new / dead links (shm.h). */
+				uroce_shm_wakeup(eng->shm);
 			}
 		}
 		/* Under the lease the application thread receives: only timers here. */
@@ -643,7 +710,7 @@ static void *progress_thread(void *arg)
 			run_timers(eng);
 			continue;
 		}
-		got = drain(eng);
+		got = drain(eng, sock);
 		/* A stream in flight: keep polling instead of sleeping (see RX_SPIN_US). */
 		if (got >= RX_SPIN_MIN_PKTS && spin_ns) {
 			uint64_t now = uroce_rc_clock(), end = now + spin_ns, timers = now;
@@ -653,7 +720,7 @@ static void *progress_thread(void *arg)
 				 * receives; a second spinner on its CPU would only slow it. */
 				if (lease_held(eng, now))
 					break;
-				if (drain(eng))
+				if (drain(eng, false))
 					end = uroce_rc_clock() + spin_ns;
 				now = uroce_rc_clock();
 				/* Deadlines (retransmit, t_ack, counters) come due while spinning,
@@ -708,6 +775,33 @@ __attribute__((destructor)) static void flush_at_exit(void)
 	pthread_mutex_unlock(&engines_lock);
 }
 
+/* The same-host link (docs/transport.md "The shared-memory link"): UROCE_LINK=shm|udp, or
+ * the device's option (`uroce link set DEV loopback shm|udp`, shm by default).  A peer is
+ * reached over shm when both ends take part.  A daemon that does not know shm links (or
+ * refuses) leaves UDP.  0, or -EINVAL for a UROCE_LINK that is neither (a learner who
+ * typed it wants to know). */
+static int shm_start(struct uroce_engine *eng)
+{
+	struct uroce_context *ctx = eng->ctx;
+	const char *v = getenv("UROCE_LINK");
+	struct uroce_dev_info info;
+	bool want;
+
+	if (v && *v) {
+		if (strcmp(v, "shm") && strcmp(v, "udp")) {
+			fprintf(stderr, "uroce: UROCE_LINK=%s: shm or udp\n", v);
+			return -EINVAL;
+		}
+		want = !strcmp(v, "shm");
+	} else {
+		uroce_devview_get(&ctx->dev->view, &info);
+		want = info.loopback != UROCE_LOOPBACK_UDP;
+	}
+	if (want && uroce_shm_open(ctx, uroce_netio_shm_counters(eng->nio), &eng->shm))
+		eng->shm = NULL;
+	return 0;
+}
+
 static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 {
 	struct uroce_engine *eng;
@@ -734,6 +828,9 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	ret = uroce_netio_open(ctx, &eng->nio);
 	if (ret)
 		goto err;
+	ret = shm_start(eng);
+	if (ret)
+		goto err;
 	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
 	eng->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	eng->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -754,6 +851,10 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->tfd, &ev);
 	ev.data.fd = eng->efd;
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->efd, &ev);
+	if (eng->shm) {
+		ev.data.fd = uroce_shm_fd(eng->shm);
+		epoll_ctl(eng->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+	}
 	ret = -pthread_create(&eng->thread, NULL, progress_thread, eng);
 	if (ret)
 		goto err;
@@ -764,6 +865,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	*out = eng;
 	return 0;
 err:
+	uroce_shm_close(eng->shm);
 	if (eng->nio)
 		uroce_netio_close(eng->nio);
 	if (eng->epfd >= 0)
@@ -796,7 +898,7 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 		return 1;
 	}
 	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
-	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
+	return eq_send(eq, &t, 1);
 }
 
 static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t hlen,
@@ -832,7 +934,7 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 		return 1;
 	}
 	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
-	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
+	return eq_send(eq, &t, 1);
 }
 
 /* io.flush: the batch leaves now (the responder is about to overwrite memory that READ
@@ -864,6 +966,8 @@ static void eng_release(void *arg)
 {
 	struct engine_qp *eq = arg;
 
+	if (eq->link)
+		uroce_shm_link_put(eq->link);
 	if (eq->tx)
 		uroce_netio_tx_close(eq->tx);
 	free(eq->slots);
@@ -893,24 +997,63 @@ static int eng_ud_xmit(struct uroce_qp *qp, const struct uroce_ah *ah, uint8_t *
 			return ret;
 		memcpy(eq->sgid, ah->sgid, 16);
 	}
-	if (uroce_netio_tx_set_grh)
-		uroce_netio_tx_set_grh(eq->tx, ah->attr.grh.traffic_class, ah->attr.grh.hop_limit);
 	memcpy(eq->dst.gid, ah->attr.grh.dgid.raw, 16);
 	eq->dst.port = 4791;
+	/* A destination QP of a same-host uroce context: its shared-memory link (the
+	 * destination QPN is the BTH's, bytes 5-7). */
+	if (eq->eng->shm && len >= UROCE_BTH_LEN) {
+		uint32_t dqpn = (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 | pkt[7];
+		struct uroce_shm_link *l;
+
+		if (!uroce_shm_connect(eq->eng->shm, eq->dst.gid, dqpn, &l)) {
+			memcpy(eq->src.sgid, ah->sgid, 16);
+			eq->src.sport = uroce_netio_tx_sport(eq->tx);
+			eq->src.tclass = ah->attr.grh.traffic_class;
+			eq->src.hop_limit = ah->attr.grh.hop_limit;
+			ret = uroce_shm_send(l, &eq->src, &eq->dst, &t, 1);
+			uroce_shm_link_put(l);
+			return ret;
+		}
+	}
+	if (uroce_netio_tx_set_grh)
+		uroce_netio_tx_set_grh(eq->tx, ah->attr.grh.traffic_class, ah->attr.grh.hop_limit);
 	return uroce_netio_send(eq->tx, &eq->dst, &t, 1);
 }
 
 /* A UD message may be as long as the port's MTU (IBA C10-93.1.1); UD QPs have no path MTU. */
 static void ud_set_mtu(struct uroce_qp *qp)
 {
-	struct ibv_port_attr pa;
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	if (rc && !uroce_query_port(qp->uctx, 1, &pa))
-		rc->mtu = 128u << pa.active_mtu;
+	if (rc)
+		rc->mtu = 128u << uroce_devview_active_mtu(&qp->uctx->dev->view);
 }
 
 /* ------------------------------------------------------------ verbs hooks */
+
+/* The context's engine, started on first use.  0, -ENOSYS (no data path linked), -errno. */
+static int eng_get(struct uroce_context *ctx, struct uroce_engine **out)
+{
+	struct uroce_engine *eng;
+	int ret = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->transport) {
+		ret = engine_start(ctx, &eng);
+		if (!ret)
+			ctx->transport = eng;
+	}
+	*out = ctx->transport;
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+void uroce_transport_ctx_start(struct uroce_context *ctx)
+{
+	struct uroce_engine *eng;
+
+	(void)eng_get(ctx, &eng);
+}
 
 int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
 {
@@ -938,17 +1081,9 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	if (next != IBV_QPS_RTR || cur != IBV_QPS_INIT || qp->transport)
 		return 0;
 
-	pthread_mutex_lock(&ctx->lock);
-	if (!ctx->transport) {
-		ret = engine_start(ctx, &eng);
-		if (ret) {
-			pthread_mutex_unlock(&ctx->lock);
-			return ret == -ENOSYS ? 0 : ret;
-		}
-		ctx->transport = eng;
-	}
-	eng = ctx->transport;
-	pthread_mutex_unlock(&ctx->lock);
+	ret = eng_get(ctx, &eng);
+	if (ret)
+		return ret == -ENOSYS ? 0 : ret;
 
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
 		/* UD: no fixed peer; the send socket opens at the first send (eng_ud_xmit).
@@ -971,7 +1106,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 			ud_set_mtu(qp);
 		return ret;
 	}
-	ret = uroce_query_gid(ctx, 1, qp->attr.ah_attr.grh.sgid_index, &sgid, NULL, NULL);
+	ret = uroce_devview_gid(&ctx->dev->view, qp->attr.ah_attr.grh.sgid_index, sgid.raw, NULL, NULL);
 	if (ret)
 		return ret;
 	eq = calloc(1, sizeof(*eq));
@@ -984,6 +1119,14 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	if (ret) {
 		free(eq);
 		return ret;
+	}
+	/* The peer QP in a same-host uroce context: its packets take the shared-memory link
+	 * (-ENOENT / -ENOTCONN: another host, or a peer that takes no part: UDP). */
+	if (eng->shm &&
+	    !uroce_shm_connect(eng->shm, eq->dst.gid, qp->attr.dest_qp_num, &eq->link)) {
+		memcpy(eq->src.sgid, sgid.raw, 16);
+		eq->src.sport = uroce_netio_tx_sport(eq->tx);
+		eq->src.hop_limit = 64;   /* what the UDP socket's packets carry on lo */
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
@@ -1009,7 +1152,7 @@ void uroce_transport_qp_destroy(struct uroce_qp *qp)
 	union ibv_gid g;
 
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
-		uroce_query_gid(qp->uctx, 1, 0, &g, NULL, &ifindex);
+		uroce_devview_gid(&qp->uctx->dev->view, 0, g.raw, NULL, &ifindex);
 		uroce_mcast_qp_gone(qp, eng ? uroce_netio_fd(eng->nio) : -1, (int)ifindex);
 	}
 	flush_qp_ack(qp);
@@ -1028,18 +1171,10 @@ int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool at
 		return -EINVAL;
 	/* The group is joined on the context's receive socket: start the data path now if no
 	 * QP has reached RTR yet. */
-	pthread_mutex_lock(&ctx->lock);
-	if (!ctx->transport) {
-		ret = engine_start(ctx, &eng);
-		if (ret) {
-			pthread_mutex_unlock(&ctx->lock);
-			return ret == -ENOSYS ? -EOPNOTSUPP : ret;
-		}
-		ctx->transport = eng;
-	}
-	eng = ctx->transport;
-	pthread_mutex_unlock(&ctx->lock);
-	ret = uroce_query_gid(ctx, 1, 0, &g, NULL, &ifindex);
+	ret = eng_get(ctx, &eng);
+	if (ret)
+		return ret == -ENOSYS ? -EOPNOTSUPP : ret;
+	ret = uroce_devview_gid(&ctx->dev->view, 0, g.raw, NULL, &ifindex);
 	if (ret)
 		return ret;
 	if (attach)
@@ -1158,13 +1293,18 @@ void uroce_transport_unlock_qp(struct uroce_qp *qp)
 }
 
 /* Empty drains in a row after which a busy-polling thread yields its CPU (default; the
- * environment's UROCE_POLL_YIELD=N overrides it, 0 = never). */
+ * environment's UROCE_POLL_YIELD=N overrides it, 0 = never).  With shared-memory links an
+ * empty drain costs no system call (a load per ring; the socket at every UDP_QUIET_EVERY-th
+ * drain): about 0.1 us instead of 0.4, so the yield comes after POLL_IDLE_YIELD_SHM of
+ * them, a wait as long as before.  Yielding after 4 made every wait of an ib_write_lat
+ * ping-pong over shm pay a sched_yield (16% of both CPUs in the profile). */
 #define POLL_IDLE_YIELD 4
+#define POLL_IDLE_YIELD_SHM 64
 #define POLL_CLOCK_EVERY 4
 
 int uroce_transport_poll(struct uroce_context *ctx)
 {
-	static POLL_TLS int every = -1;         /* POLL_IDLE_YIELD, or 0 if turned off */
+	static POLL_TLS int every = -1;         /* UROCE_POLL_YIELD, 0 if turned off, -2 unset */
 	static POLL_TLS int idle;               /* empty drains in a row, this thread */
 	static POLL_TLS uint64_t last_empty;    /* when this thread last drained nothing */
 	static POLL_TLS unsigned empties;       /* empty drains in a row, this thread */
@@ -1178,10 +1318,14 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		return 0;
 	/* A thread that polls its CQ waits for what it posted: parked packets go now. */
 	flush_parked(eng);
-	got = poll_batch(eng);
-	/* Stopped by the budget: more may be waiting, for which no new edge will come. */
-	if (got == 64)
-		doorbell(eng);
+	{
+		bool more;
+
+		got = poll_batch(eng, &more, false);
+		/* Stopped by the budget: more may be waiting, for which no new edge will come. */
+		if (more)
+			doorbell(eng);
+	}
 	/* A thread that keeps finding nothing is busy-polling for its peer.  When there are
 	 * fewer free CPUs than spinning threads, that peer (the other process of a ping-pong,
 	 * which must reply before anything can arrive, or our own progress thread) may be
@@ -1215,13 +1359,14 @@ int uroce_transport_poll(struct uroce_context *ctx)
 			got = 1;   /* a timer may have completed WQEs (errors, flushes) */
 		}
 	}
-	if (every < 0) {
+	if (every == -1) {
 		v = getenv("UROCE_POLL_YIELD");
-		every = v ? atoi(v) : POLL_IDLE_YIELD;
-		if (every < 0)
+		every = v ? atoi(v) : -2;
+		if (v && every < 0)
 			every = 0;
 	}
-	if (every && ++idle >= every) {
+	if (every && ++idle >= (every > 0 ? every : uroce_shm_active(eng->shm) ? POLL_IDLE_YIELD_SHM
+										    : POLL_IDLE_YIELD)) {
 		idle = 0;
 		sched_yield();
 	}
@@ -1260,14 +1405,22 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 	pthread_join(eng->thread, NULL);
 	if (getenv("UROCE_ENGINE_STATS")) {
 		struct uroce_netio_stats st;
+		const uint64_t *sc = uroce_netio_shm_counters(eng->nio);
 
 		uroce_netio_stats(eng->nio, &st);
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
-			"tx_gso_sends=%llu\n", (int)getpid(),
+			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
+			"shm_tx_waits=%llu shm_tx_full=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
-			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends);
+			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_PACKETS] : 0),
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_RX_PACKETS] : 0),
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_WAKE_TX] : 0),
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_WAITS] : 0),
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_FULL] : 0));
 	}
+	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);
 	close(eng->epfd);
 	close(eng->tfd);

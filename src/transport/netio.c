@@ -38,6 +38,7 @@
 #include "ipc/ipc.h"
 #include "transport/fault.h"
 #include "transport/netio.h"
+#include "transport/shm.h"
 #include "verbs/verbs.h"
 
 #ifndef UDP_SEGMENT
@@ -88,13 +89,18 @@ enum netio_ctr {
 	C_NUM
 };
 
-static const char *const netio_ctr_names[C_NUM] = {
+/* The block also holds the shared-memory link's counters (shm.h), after netio's: the
+ * context's two links to its peers, one `uroce stat` line. */
+#define PUB_NUM (C_NUM + UROCE_SHM_C_NUM)
+
+static const char *const netio_ctr_names[PUB_NUM] = {
 #define X(n, s) s,
 	NETIO_PUB_COUNTERS(X)
+	UROCE_SHM_COUNTERS(X)
 #undef X
 };
 
-_Static_assert(C_NUM <= UROCE_CNT_MAX, "the shared block holds at most UROCE_CNT_MAX counters");
+_Static_assert(PUB_NUM <= UROCE_CNT_MAX, "the shared block holds at most UROCE_CNT_MAX counters");
 
 /* ---------------------------------------------------------------- objects */
 
@@ -126,7 +132,7 @@ struct uroce_netio {
 	struct uroce_fault fault;
 
 	struct uroce_counters *cnt;        /* registered with uroced; NULL if that failed */
-	uint64_t own[C_NUM];               /* used when there is no shared block */
+	uint64_t own[PUB_NUM];             /* used when there is no shared block */
 	uint64_t *c;                       /* the C_* counters: cnt's or own */
 	uint64_t rx_drop[UROCE_RX_NUM];    /* by reason (not published: too many names) */
 
@@ -195,7 +201,7 @@ static void setup_counters(struct uroce_netio *nio, struct uroce_context *ctx)
 	uint64_t *block;
 
 	nio->c = nio->own;
-	if (!ctx->ipc || uroce_counters_create(netio_ctr_names, C_NUM, NULL, 0, 0, &nio->cnt))
+	if (!ctx->ipc || uroce_counters_create(netio_ctr_names, PUB_NUM, NULL, 0, 0, &nio->cnt))
 		return;
 	/* Without the daemon seeing it, the block is only overhead; keep counting privately.
 	 * A registration failure is not an error of the data path. */
@@ -283,9 +289,7 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	nio->fd = -1;
 	pthread_mutex_init(&nio->rx_lock, NULL);
 	pthread_mutex_init(&nio->fault_lock, NULL);
-	pthread_mutex_lock(&ctx->dev->info_lock);
-	nio->ifindex = ctx->dev->info.ifindex;
-	pthread_mutex_unlock(&ctx->dev->info_lock);
+	nio->ifindex = uroce_devview_ifindex(&ctx->dev->view);
 
 	ret = uroce_fault_parse(&nio->fault, getenv(UROCE_FAULT_ENV), err, sizeof(err));
 	if (ret) {
@@ -334,6 +338,16 @@ void uroce_netio_close(struct uroce_netio *nio)
 int uroce_netio_fd(const struct uroce_netio *nio)
 {
 	return nio ? nio->fd : -1;
+}
+
+uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio)
+{
+	return nio ? nio->c + C_NUM : NULL;
+}
+
+uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx)
+{
+	return tx ? tx->sport : 0;
 }
 
 /* ---------------------------------------------------------------- send sockets */

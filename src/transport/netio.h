@@ -52,6 +52,9 @@ int uroce_netio_fd(const struct uroce_netio *nio);
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
 			struct uroce_netio_tx **out);
 void uroce_netio_tx_close(struct uroce_netio_tx *tx);
+/* The UDP source port the sender is bound to (what a same-host shm link reports as the
+ * packets' source port, shm.h). */
+uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx);
 /* Added with netio.c: the GRH fields of the QP's AV or the UD AH that IP carries
  * (RoCEv2 A17.4.5): @traffic_class → IPv4 TOS / IPv6 traffic class, @hop_limit → IPv4 TTL /
  * IPv6 hop limit (0: the kernel's default).  The ICRC masks both, so they may change
@@ -128,6 +131,9 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 /* The transport found no QP of this process for a valid packet's destination QPN (a
  * steering change in flight, or a stale peer): counted here with the other drops. */
 void uroce_netio_count_misrouted(struct uroce_netio *nio);
+/* Where the context's shared-memory link counts (UROCE_SHM_C_NUM counters, shm.h): in the
+ * block netio publishes, after its own, so that `uroce stat` shows both paths. */
+uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio);
 
 /* Added with netio.c: the ICRC (RoCEv2 A17.3.3) of a packet of @len bytes held in @iovcnt
  * pieces (the last UROCE_ICRC_LEN bytes, the ICRC slot, are not read), sent with IPv4

@@ -352,6 +352,14 @@ static inline struct uroce_rc *uroce_rc_of(const struct uroce_qp *qp)
 	return (struct uroce_rc *)qp->transport;
 }
 
+/* The oldest receive WQE of @qp's SRQ (core/queue.h: the SRQ limit event included). */
+static inline int uroce_rc_srq_pop(struct uroce_qp *qp, struct uroce_wqe *out)
+{
+	struct uroce_srq *srq = uroce_srq_from_ib(qp->qpx.qp_base.srq);
+
+	return uroce_wq_pop_srq(&srq->rq, &srq->srq_limit, out, srq->uctx, &srq->srq);
+}
+
 /* rc_resp.c: take the receive WQE for the current message (RC and UC responders). */
 bool uroce_rc_take_rwqe(struct uroce_rc *rc);
 /* rc_resp.c: complete the held receive WQE of the message @pkt ends (RC and UC: the

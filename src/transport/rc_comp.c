@@ -62,7 +62,7 @@ void uroce_rc_complete_ready(struct uroce_qp *qp)
 				.qp_num = qp->qpx.qp_base.qp_num, .byte_len = sw->len,
 			};
 
-			uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.send_cq), &wc, sw->status != IBV_WC_SUCCESS);
+			uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.send_cq)->r, &wc, sw->status != IBV_WC_SUCCESS);
 		}
 		memset(sw, 0, sizeof(*sw));
 		qp->sq.head++;

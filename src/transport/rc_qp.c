@@ -317,11 +317,11 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 	}
 	pthread_mutex_unlock(&qp->lock);
 	if (drained)
-		uroce_async_event_post(qp->uctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base, 0);
+		uroce_up_async_event(qp->uctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base, 0);
 	/* IBA 10.3.1 / 11.6.2: the QP enters Error; outstanding WQEs complete with
 	 * WR_FLUSH_ERR; the affiliated event is raised (verbs' uroce_qp_error). */
 	if (fail)
-		uroce_qp_error(qp, ev);
+		uroce_up_qp_error(qp, ev);
 }
 
 /* ------------------------------------------------------------ input */
@@ -333,7 +333,7 @@ bool uroce_rc_pkey_ok(struct uroce_rc *rc, const struct uroce_pkt *pkt)
 
 	/* The device's table as ibv_query_pkey reports it, at the QP's index (port 1: the
 	 * only one; modify_qp accepted the index against the same table). */
-	if (uroce_query_pkey(qp->uctx, 1, qp->attr.pkey_index, &k) == 0 &&
+	if (uroce_devview_pkey(qp->attr.pkey_index, &k) == 0 &&
 	    uroce_pkey_match(pkt->bth.pkey, k))
 		return true;
 	rc->st.drops[UROCE_RC_DROP_BAD_PKEY]++;

@@ -104,7 +104,7 @@ bool uroce_rc_take_rwqe(struct uroce_rc *rc)
 	if (rc->resp_has_rwqe)
 		return true;
 	if (qp->qpx.qp_base.srq) {
-		ret = uroce_srq_pop(uroce_srq_from_ib(qp->qpx.qp_base.srq), rc->resp_rwqe);
+		ret = uroce_rc_srq_pop(qp, rc->resp_rwqe);
 	} else {
 		pthread_mutex_lock(&qp->rq.lock);
 		ret = uroce_wq_pop(&qp->rq, rc->resp_rwqe);
@@ -143,7 +143,7 @@ void uroce_rc_complete_rwqe(struct uroce_rc *rc, const struct uroce_pkt *pkt, en
 		}
 	}
 	rc->resp_has_rwqe = false;
-	uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.recv_cq), &wc,
+	uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.recv_cq)->r, &wc,
 		      st != IBV_WC_SUCCESS || pkt->bth.se);
 }
 

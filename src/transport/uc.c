@@ -104,7 +104,7 @@ void uroce_uc_requester(struct uroce_qp *qp)
 				.qp_num = qp->qpx.qp_base.qp_num, .byte_len = len,
 			};
 
-			uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.send_cq), &wc, st != IBV_WC_SUCCESS);
+			uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.send_cq)->r, &wc, st != IBV_WC_SUCCESS);
 		}
 		qp->sq.head++;
 		if (st != IBV_WC_SUCCESS) {

@@ -67,7 +67,7 @@ static void complete_send(struct uroce_qp *qp, const struct uroce_wqe *w, enum i
 			.qp_num = qp->qpx.qp_base.qp_num, .byte_len = len,
 		};
 
-		uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.send_cq), &wc, st != IBV_WC_SUCCESS);
+		uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.send_cq)->r, &wc, st != IBV_WC_SUCCESS);
 	}
 }
 
@@ -133,7 +133,7 @@ void uroce_ud_uc_sq_error(struct uroce_qp *qp)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	uroce_qp_sq_error_locked(qp);
+	uroce_up_qp_sq_error_locked(qp);
 	if (rc)
 		rc->req_idx = rc->sent_idx = qp->sq.head;
 }
@@ -167,7 +167,7 @@ static bool take_rwqe(struct uroce_rc *rc)
 	int ret;
 
 	if (qp->qpx.qp_base.srq) {
-		ret = uroce_srq_pop(uroce_srq_from_ib(qp->qpx.qp_base.srq), rc->resp_rwqe);
+		ret = uroce_rc_srq_pop(qp, rc->resp_rwqe);
 	} else {
 		pthread_mutex_lock(&qp->rq.lock);
 		ret = uroce_wq_pop(&qp->rq, rc->resp_rwqe);
@@ -227,7 +227,7 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *rp)
 		 * completes with a local length error (rxe: IB_WC_LOC_LEN_ERR), the QP stays up. */
 		wc.status = IBV_WC_LOC_LEN_ERR;
 		rc->st.drops[UROCE_RC_DROP_UD_RX_LEN]++;
-		uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.recv_cq), &wc, true);
+		uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.recv_cq)->r, &wc, true);
 		return;
 	}
 	uroce_ud_grh_area(rp, grh);
@@ -247,6 +247,6 @@ void uroce_ud_input(struct uroce_qp *qp, const struct uroce_rxpkt *rp)
 			wc.imm_data = htobe32(pkt->imm);
 		}
 	}
-	uroce_cq_push(uroce_cq_from_ib(qp->qpx.qp_base.recv_cq), &wc,
+	uroce_cqring_push(&uroce_cq_from_ib(qp->qpx.qp_base.recv_cq)->r, &wc,
 		      wc.status != IBV_WC_SUCCESS || pkt->bth.se);
 }

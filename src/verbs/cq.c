@@ -1,6 +1,7 @@
 /* cq.c — completion queues and completion channels.
  *
- * A CQ is a ring of struct ibv_wc.  Notification follows IBA 11.4.2.2: a CQ is
+ * A CQ is a ring of struct ibv_wc (src/core/cqring.c, below the transports, which fill
+ * it; this file installs what its events mean).  Notification follows IBA 11.4.2.2: a CQ is
  * armed by ibv_req_notify_cq for the next completion or for the next solicited
  * (or error) completion; the arm is one-shot.  When it fires, the CQ is queued on
  * its channel and one token byte is written to the channel's pipe, so the fd is
@@ -95,9 +96,16 @@ int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cqp)
 	}
 }
 
-/* Called with cq->lock held. */
-static void notify(struct uroce_cq *cq)
+/* The ring's hooks (core/cqring.h). */
+static struct uroce_cq *cq_of_ring(struct uroce_cqring *r)
 {
+	return container_of(r, struct uroce_cq, r);
+}
+
+/* The arm fired: queue the CQ on its channel.  Called with the ring's lock held. */
+static void notify(struct uroce_cqring *r)
+{
+	struct uroce_cq *cq = cq_of_ring(r);
 	struct uroce_comp_channel *ch;
 	char token = 0;
 
@@ -116,126 +124,52 @@ static void notify(struct uroce_cq *cq)
 	pthread_mutex_unlock(&ch->lock);
 }
 
-/* --------------------------------------------------------------- CQ ring */
-
-static uint32_t ring_size_for(uint32_t cqe)
+/* IBA 11.4.2 (completion queue operations): overrun is a CQ error, reported as an
+ * affiliated asynchronous event. */
+static void overrun(struct uroce_cqring *r)
 {
-	uint32_t s = 1;
+	struct uroce_cq *cq = cq_of_ring(r);
 
-	while (s < cqe)
-		s <<= 1;
-	return s;
+	uroce_async_event_post(cq->uctx, IBV_EVENT_CQ_ERR, &cq->cqx, 0);
 }
+
+static const struct uroce_cqring_hooks cq_hooks = { .notify = notify, .overrun = overrun };
+
+/* --------------------------------------------------------------- CQ ring */
 
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
-	bool error = false;
-
-	pthread_mutex_lock(&cq->lock);
-	if (cq->tail - cq->head >= (uint32_t)cq->cqx.cqe) {
-		/* IBA 11.4.2 (completion queue operations): overrun is a CQ error, reported as an
-		 * affiliated asynchronous event. */
-		if (!cq->overflowed) {
-			cq->overflowed = true;
-			error = true;
-		}
-		pthread_mutex_unlock(&cq->lock);
-		if (error)
-			uroce_async_event_post(cq->uctx, IBV_EVENT_CQ_ERR, &cq->cqx, 0);
-		return -ENOSPC;
-	}
-	cq->ring[cq->tail & (cq->size - 1)] = *wc;
-	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);   /* uroce_cq_poll */
-	if (cq->arm == UROCE_CQ_ARM_NEXT ||
-	    (cq->arm == UROCE_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) {
-		cq->arm = UROCE_CQ_DISARMED;
-		notify(cq);
-	}
-	pthread_mutex_unlock(&cq->lock);
-	return 0;
+	return uroce_cqring_push(&cq->r, wc, solicited);
 }
 
 int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc)
 {
-	int got = 0;
-
 	if (n < 0)
 		return -EINVAL;
-	/* Empty, seen without the lock: a busy poller looks many times per completion.  tail
-	 * is published with a release store after its entry is written (uroce_cq_push); a
-	 * stale view only makes this call miss a completion the next one returns. */
-	if (__atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE) == __atomic_load_n(&cq->head, __ATOMIC_RELAXED))
-		return 0;
-	pthread_mutex_lock(&cq->lock);
-	while (got < n && cq->head != cq->tail) {
-		wc[got++] = cq->ring[cq->head & (cq->size - 1)];
-		__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&cq->lock);
-	return got;
+	return uroce_cqring_poll(&cq->r, n, wc);
 }
 
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 {
-	uint32_t keep;
-
-	pthread_mutex_lock(&cq->lock);
-	/* Slide the other QPs' entries up over the removed ones, keeping their order; the
-	 * ring's head stays, its tail moves back. */
-	keep = cq->head;
-	for (uint32_t i = cq->head; i != cq->tail; i++) {
-		const struct ibv_wc *wc = &cq->ring[i & (cq->size - 1)];
-
-		if (wc->qp_num == qpn)
-			continue;
-		if (keep != i)
-			cq->ring[keep & (cq->size - 1)] = *wc;
-		keep++;
-	}
-	__atomic_store_n(&cq->tail, keep, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&cq->lock);
+	uroce_cqring_clean(&cq->r, qpn);
 }
 
 int uroce_cq_arm(struct uroce_cq *cq, int solicited_only)
 {
-	pthread_mutex_lock(&cq->lock);
-	/* A stronger arm is never weakened: NEXT covers SOLICITED. */
-	if (!solicited_only)
-		cq->arm = UROCE_CQ_ARM_NEXT;
-	else if (cq->arm == UROCE_CQ_DISARMED)
-		cq->arm = UROCE_CQ_ARM_SOLICITED;
-	pthread_mutex_unlock(&cq->lock);
+	uroce_cqring_arm(&cq->r, solicited_only != 0);
 	return 0;
 }
 
 int uroce_cq_resize(struct uroce_cq *cq, int cqe)
 {
-	struct ibv_wc *ring;
-	uint32_t size, count;
+	int ret;
 
 	if (cqe < 1 || cqe > UROCE_MAX_CQE)
 		return -EINVAL;
-	size = ring_size_for((uint32_t)cqe);
-	ring = calloc(size, sizeof(*ring));
-	if (!ring)
-		return -ENOMEM;
-	pthread_mutex_lock(&cq->lock);
-	count = cq->tail - cq->head;
-	if (count > (uint32_t)cqe) {
-		pthread_mutex_unlock(&cq->lock);
-		free(ring);
-		return -EINVAL;
-	}
-	for (uint32_t i = 0; i < count; i++)
-		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
-	free(cq->ring);
-	cq->ring = ring;
-	cq->size = size;
-	__atomic_store_n(&cq->head, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&cq->tail, count, __ATOMIC_RELEASE);
-	cq->cqx.cqe = (int)size;
-	pthread_mutex_unlock(&cq->lock);
-	return 0;
+	ret = uroce_cqring_resize(&cq->r, (uint32_t)cqe);
+	if (!ret)
+		cq->cqx.cqe = (int)cq->r.capacity;
+	return ret;
 }
 
 /* ------------------------------------------------------ ibv_cq_ex poll API */
@@ -244,10 +178,8 @@ static struct uroce_cq *cqx_priv(struct ibv_cq_ex *c) { return (struct uroce_cq 
 
 static int cqx_take(struct uroce_cq *cq)
 {
-	if (cq->head == cq->tail)
+	if (uroce_cqring_take_locked(&cq->r, &cq->cur))
 		return ENOENT;
-	cq->cur = cq->ring[cq->head & (cq->size - 1)];
-	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	cq->cqx.status = cq->cur.status;
 	cq->cqx.wr_id = cq->cur.wr_id;
 	return 0;
@@ -262,22 +194,22 @@ static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	pthread_mutex_lock(&cq->lock);
+	pthread_mutex_lock(&cq->r.lock);
 	ret = cqx_take(cq);
 	if (ret == ENOENT) {
 		/* Empty: make progress in this thread before answering (docs/transport.md). */
-		pthread_mutex_unlock(&cq->lock);
+		pthread_mutex_unlock(&cq->r.lock);
 		if (!uroce_transport_poll(cq->uctx))
 			return ENOENT;
-		pthread_mutex_lock(&cq->lock);
+		pthread_mutex_lock(&cq->r.lock);
 		ret = cqx_take(cq);
 	}
 	if (ret)
-		pthread_mutex_unlock(&cq->lock);
+		pthread_mutex_unlock(&cq->r.lock);
 	return ret;
 }
 static int cqx_next_poll(struct ibv_cq_ex *c) { return cqx_take(cqx_priv(c)); }
-static void cqx_end_poll(struct ibv_cq_ex *c) { pthread_mutex_unlock(&cqx_priv(c)->lock); }
+static void cqx_end_poll(struct ibv_cq_ex *c) { pthread_mutex_unlock(&cqx_priv(c)->r.lock); }
 static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.opcode; }
 static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.vendor_err; }
 static uint32_t cqx_read_byte_len(struct ibv_cq_ex *c) { return cqx_priv(c)->cur.byte_len; }
@@ -323,18 +255,16 @@ int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex 
 	if (attr->channel && attr->channel->context != &ctx->vctx.context)
 		return -EINVAL;
 
+	uroce_verbs_init();
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
-	cq->size = ring_size_for(attr->cqe);
-	cq->ring = calloc(cq->size, sizeof(*cq->ring));
-	if (!cq->ring) {
+	if (uroce_cqring_init(&cq->r, (uint32_t)attr->cqe, &cq_hooks)) {
 		free(cq);
 		return -ENOMEM;
 	}
 	cq->uctx = ctx;
 	cq->wc_flags = attr->wc_flags;
-	pthread_mutex_init(&cq->lock, NULL);
 	uroce_list_init(&cq->ev_node);
 
 	struct ibv_cq_ex *x = &cq->cqx;
@@ -342,7 +272,7 @@ int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex 
 	x->context = &ctx->vctx.context;
 	x->channel = attr->channel;
 	x->cq_context = attr->cq_context;
-	x->cqe = (int)cq->size;
+	x->cqe = (int)cq->r.capacity;
 	pthread_mutex_init(&x->mutex, NULL);
 	pthread_cond_init(&x->cond, NULL);
 	x->start_poll = cqx_start_poll;
@@ -403,10 +333,9 @@ int uroce_cq_destroy(struct uroce_cq *cq)
 		x->channel->refcnt--;
 		pthread_mutex_unlock(&x->context->mutex);
 	}
-	pthread_mutex_destroy(&cq->lock);
+	uroce_cqring_fini(&cq->r);
 	pthread_cond_destroy(&x->cond);
 	pthread_mutex_destroy(&x->mutex);
-	free(cq->ring);
 	free(cq);
 	return 0;
 }

@@ -64,24 +64,38 @@ static struct uroce_device *device_new(const struct uroce_dev_info *info, unsign
 		 "/sys/class/infiniband/%s", info->name);
 	d->ops = uroce_device_marker;
 	d->index = index;
-	pthread_mutex_init(&d->info_lock, NULL);
-	d->info = *info;
+	uroce_devview_init(&d->view, info);
 	return d;
 }
 #endif
 
 void uroce_device_info(struct uroce_device *dev, struct uroce_dev_info *out)
 {
-	pthread_mutex_lock(&dev->info_lock);
-	*out = dev->info;
-	pthread_mutex_unlock(&dev->info_lock);
+	uroce_devview_get(&dev->view, out);
 }
 
 void uroce_device_set_info(struct uroce_device *dev, const struct uroce_dev_info *info)
 {
-	pthread_mutex_lock(&dev->info_lock);
-	dev->info = *info;
-	pthread_mutex_unlock(&dev->info_lock);
+	uroce_devview_set(&dev->view, info);
+}
+
+/* The hooks through which the layers below report to this one (core/upcall.h). */
+static const struct uroce_upcalls verbs_upcalls = {
+	.async_event = uroce_async_event_post,
+	.qp_error = uroce_qp_error,
+	.qp_sq_error_locked = uroce_qp_sq_error_locked,
+};
+
+static void install_upcalls(void)
+{
+	uroce_upcalls_install(&verbs_upcalls);
+}
+
+void uroce_verbs_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, install_upcalls);
 }
 
 #if UROCE_HAVE_IPC
@@ -397,6 +411,8 @@ int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
 	int async[2], ret;
 	bool found = false;
 
+	uroce_verbs_init();
+
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
@@ -668,33 +684,13 @@ int uroce_query_device_ex(struct uroce_context *ctx, const struct ibv_query_devi
 	return 0;
 }
 
-/* rxe's table: one entry, the default partition with full membership (no subnet manager
- * assigns partitions on Ethernet).  One table for every device: a per-device table would
- * live in the daemon's device table and come with the device info. */
-static const uint16_t pkey_table[UROCE_PKEY_TBL_LEN] = { UROCE_PKEY_DEFAULT };
-
+/* The table (core/devview.h): one for every device. */
 int uroce_query_pkey(const struct uroce_context *ctx, uint8_t port, unsigned index, uint16_t *pkey)
 {
 	(void)ctx;
-	if (port != 1 || index >= UROCE_PKEY_TBL_LEN)
+	if (port != 1)
 		return -EINVAL;
-	*pkey = pkey_table[index];
-	return 0;
-}
-
-enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu)
-{
-	uint32_t room = netdev_mtu > UROCE_IB_MTU_OVERHEAD ? netdev_mtu - UROCE_IB_MTU_OVERHEAD : 0;
-
-	if (room >= 4096)
-		return IBV_MTU_4096;
-	if (room >= 2048)
-		return IBV_MTU_2048;
-	if (room >= 1024)
-		return IBV_MTU_1024;
-	if (room >= 512)
-		return IBV_MTU_512;
-	return IBV_MTU_256;
+	return uroce_devview_pkey(index, pkey);
 }
 
 /* The width and speed Soft-RoCE derives from the netdev's link speed (Linux 6.1
@@ -793,32 +789,14 @@ int uroce_query_port(struct uroce_context *ctx, uint8_t port, struct ibv_port_at
 int uroce_query_gid(struct uroce_context *ctx, uint8_t port, unsigned index,
 		    union ibv_gid *gid, uint8_t *type, uint32_t *ifindex)
 {
-	struct uroce_dev_info info;
-
-	if (port != 1 || index >= UROCE_MAX_GIDS)
+	if (port != 1)
 		return -EINVAL;
-	uroce_device_info(ctx->dev, &info);
-	if (index >= info.num_gids || !info.gids[index].valid)
-		return -ENODATA;
-	if (gid)
-		memcpy(gid->raw, info.gids[index].gid, 16);
-	if (type)
-		*type = info.gids[index].type;
-	if (ifindex)
-		*ifindex = info.ifindex;
-	return 0;
+	return uroce_devview_gid(&ctx->dev->view, index, gid ? gid->raw : NULL, type, ifindex);
 }
 
 int uroce_find_gid(struct uroce_context *ctx, uint8_t port, const union ibv_gid *gid, uint8_t type)
 {
-	struct uroce_dev_info info;
-
 	if (port != 1)
 		return -EINVAL;
-	uroce_device_info(ctx->dev, &info);
-	for (unsigned i = 0; i < info.num_gids && i < UROCE_MAX_GIDS; i++)
-		if (info.gids[i].valid && info.gids[i].type == type &&
-		    !memcmp(info.gids[i].gid, gid->raw, 16))
-			return (int)i;
-	return -ENOENT;
+	return uroce_devview_find_gid(&ctx->dev->view, gid->raw, type);
 }

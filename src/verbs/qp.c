@@ -233,6 +233,10 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	pthread_mutex_lock(&ctx->lock);
 	uroce_list_add_tail(&ctx->qps, &qp->ctx_node);
 	pthread_mutex_unlock(&ctx->lock);
+	/* Before the application can hand the QPN to a peer: a same-host peer links to this
+	 * context when its QP reaches RTR, so the data path must be up (docs/transport.md). */
+	if (ib->qp_type == IBV_QPT_RC || ib->qp_type == IBV_QPT_UC || ib->qp_type == IBV_QPT_UD)
+		uroce_transport_ctx_start(ctx);
 	*out = qp;
 	return 0;
 

@@ -129,17 +129,5 @@ int uroce_srq_post_recv(struct uroce_srq *srq, struct ibv_recv_wr *wr, struct ib
 
 int uroce_srq_pop(struct uroce_srq *srq, struct uroce_wqe *out)
 {
-	bool fire = false;
-	int ret;
-
-	pthread_mutex_lock(&srq->rq.lock);
-	ret = uroce_wq_pop(&srq->rq, out);
-	if (!ret && srq->srq_limit && uroce_wq_count(&srq->rq) < srq->srq_limit) {
-		srq->srq_limit = 0;     /* one shot: modify_srq(IBV_SRQ_LIMIT) re-arms */
-		fire = true;
-	}
-	pthread_mutex_unlock(&srq->rq.lock);
-	if (fire)
-		uroce_async_event_post(srq->uctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->srq, 0);
-	return ret;
+	return uroce_wq_pop_srq(&srq->rq, &srq->srq_limit, out, srq->uctx, &srq->srq);
 }

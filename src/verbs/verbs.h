@@ -16,10 +16,15 @@
  *            verb; a destroy fails with EBUSY while another object still uses it
  *            (usecnt), as the kernel's uverbs layer does.
  *
- * Work queues are rings of fixed-stride WQEs (struct uroce_wq); a CQ is a ring of
- * struct ibv_wc.  The transport (a later issue) consumes the SQ/RQ/SRQ rings and
- * produces into the CQ ring through uroce_cq_push(); each object carries a
- * `transport` pointer reserved for its per-object state.
+ * Layers (docs/ARCHITECTURE.md "Layers"): this layer sits above the transports
+ * (src/transport), which sit above src/core.  What both need lives in src/core: the work
+ * queue rings (core/queue.h) that the posting verbs fill and the transports consume, the
+ * CQ ring (core/cqring.h) the transports fill and ibv_poll_cq drains, the memory keys,
+ * regions and windows (core/mem.h), the device's GID view (core/devview.h).  The verbs
+ * layer calls the transports through the hooks below; the transports never call this
+ * layer: they report QP errors and async events through core/upcall.h, whose hooks this
+ * layer installs (uroce_verbs_init).  Each object carries a `transport` pointer for the
+ * transport's per-object state.
  *
  * Locking order (outer → inner): context->lock → qp->lock → wq->lock → cq->lock →
  * channel->lock.  The async queue lock (ctx->async_lock) is a leaf.
@@ -37,6 +42,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cqring.h"
+#include "core/devview.h"
+#include "core/mem.h"
+#include "core/queue.h"
+#include "core/upcall.h"
 #include "ipc/ipc.h"
 
 #define UROCE_VERSION_STRING "0.1.0"
@@ -66,8 +76,6 @@ enum {
 	UROCE_MAX_MW = 0x10000,
 	UROCE_MAX_AH = 0x10000,
 	UROCE_NUM_PORTS = 1,
-	UROCE_PKEY_DEFAULT = 0xFFFF,
-	UROCE_IB_MTU_OVERHEAD = 80,      /* bytes of netdev MTU not available to the IB MTU */
 };
 
 /* Largest message (IBA 9.7.4.1.x): rxe now advertises 2 GiB; so do we. */
@@ -104,8 +112,7 @@ struct uroce_device {
 	const void *ops;                      /* +664: &uroce_device_marker */
 	uint64_t rdma_core_private[6];        /* +672..+711: refcount, list, sysfs, core_support */
 	unsigned index;                       /* position in the process's device table */
-	pthread_mutex_t info_lock;
-	struct uroce_dev_info info;           /* last description received from uroced */
+	struct uroce_devview view;            /* last description received from uroced (core) */
 };
 
 extern const char uroce_device_marker[];
@@ -183,12 +190,8 @@ int uroce_query_gid(struct uroce_context *ctx, uint8_t port, unsigned index,
 /* Find a valid GID slot equal to `gid` of `type` (UROCE_GID_TYPE_*); index or -ENOENT. */
 int uroce_find_gid(struct uroce_context *ctx, uint8_t port, const union ibv_gid *gid, uint8_t type);
 /* The port's P_Key table (IBA 10.9), as ibv_query_pkey reports it and the receive check
- * (IBA 9.6.1.1, transport/rc_qp.c) reads it: UROCE_PKEY_TBL_LEN entries; entry @index of
- * @port in *pkey (host order).  0 or -EINVAL (no such port or index). */
-#define UROCE_PKEY_TBL_LEN 1
+ * (IBA 9.6.1.1, transport/rc_qp.c) reads it (core/devview.h).  0 or -EINVAL. */
 int uroce_query_pkey(const struct uroce_context *ctx, uint8_t port, unsigned index, uint16_t *pkey);
-/* Largest IB MTU that fits in a netdev MTU (rxe's rule). */
-enum ibv_mtu uroce_mtu_from_netdev(uint32_t netdev_mtu);
 
 /* ---- protection domain ---- */
 struct uroce_pd {
@@ -199,31 +202,8 @@ static inline struct uroce_pd *uroce_pd_from_ib(struct ibv_pd *p) { return (stru
 int uroce_pd_alloc(struct uroce_context *ctx, struct uroce_pd **out);
 int uroce_pd_dealloc(struct uroce_pd *pd);
 
-/* ---- memory keys (process-wide table shared by MRs and MWs) ---- */
-enum uroce_key_kind { UROCE_KEY_MR = 1, UROCE_KEY_MW = 2 };
-/* key = index << 8 | variant (rxe's layout): index names the slot, the 8-bit
- * variant changes on every reuse so a stale key never matches a new object. */
-int uroce_key_alloc(enum uroce_key_kind kind, void *obj, uint32_t *key);
-void uroce_key_free(uint32_t key);
-/* A bound memory window's new R_Key (IBA 10.6.7: the consumer-owned low 8 bits change at
- * each bind): same index, new variant.  0, -EINVAL (other index), -ENOENT (stale key). */
-int uroce_key_rekey(uint32_t key, uint32_t new_key);
-/* Look an object up by key; NULL when the key is unknown or of another kind. */
-void *uroce_key_lookup(uint32_t key, enum uroce_key_kind kind);
-/* Moves on whenever what a key grants may have changed (an MR reregistered or
- * deregistered; a window bound, unbound or freed): the responder re-checks the R_Key of a
- * WRITE it is in the middle of when it has moved since the WRITE's first packet. */
-uint32_t uroce_mem_epoch(void);
-
+/* ---- memory keys, regions, windows: core/mem.h ---- */
 /* ---- memory region ---- */
-struct uroce_mr {
-	struct ibv_mr mr;
-	unsigned access;                      /* IBV_ACCESS_* minus the optional range */
-	uint64_t iova;                        /* what remote addresses are relative to */
-	atomic_uint num_mw;                   /* MWs bound to this MR */
-	void *transport;
-};
-static inline struct uroce_mr *uroce_mr_from_ib(struct ibv_mr *m) { return (struct uroce_mr *)m; }
 /* Validate an access-flag set for a registration; returns the flags to keep or -errno. */
 int uroce_mr_check_access(unsigned access);
 int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
@@ -233,37 +213,9 @@ int uroce_mr_rereg(struct uroce_mr *mr, int flags, struct uroce_pd *pd, void *ad
 int uroce_mr_dereg(struct uroce_mr *mr);
 
 /* ---- memory window ---- */
-struct uroce_mw {
-	struct ibv_mw mw;
-	/* The R_Key the key table and the responder honour.  mw.rkey is the consumer's view:
-	 * ibv_bind_mw(3) writes a type 1 window's next key there when the bind is posted, the
-	 * window takes it when the bind executes in send-queue order (IBA 10.6.7.1). */
-	uint32_t key;
-	struct uroce_mr *bound_mr;            /* NULL when unbound (type 2: Free state) */
-	uint64_t addr, length;                /* in the MR's iova space */
-	unsigned access;                      /* REMOTE_READ/WRITE/ATOMIC, ZERO_BASED */
-	uint32_t qpn;                         /* type 2: the QP it is bound to (IBA 10.6.7.2.2) */
-};
 int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw **out);
 int uroce_mw_dealloc(struct uroce_mw *mw);
-/* Access flags a bind may carry: the window's remote rights, ZERO_BASED, and the MR's
- * local rights, which mean nothing for a window and are ignored (rdma-core's tests pass
- * LOCAL_WRITE; rxe and mlx5 accept it). */
-#define UROCE_MW_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-			       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
-			       IBV_ACCESS_OPTIONAL_RANGE)
-/* The rules of a bind that do not depend on what the send queue executes before it
- * (IBA 10.6.7.1, 10.6.7.2; the table in pd_mr.c): checked when the bind is posted and
- * again when it executes.  @qp_pd: the PD of the QP it is posted to.  0 or -errno. */
-int uroce_mw_bind_check(const struct uroce_mw *mw, const struct ibv_pd *qp_pd,
-			const struct ibv_mw_bind_info *info);
-/* Execute a bind in send-queue order for QP @qpn of @qp_pd: the static rules again, then
- * the window's state (a bound type 2 window is not bound again, IBA 10.6.7.2.2); on success
- * the window is (un)bound and takes @new_key's low 8 bits.  0 or -errno. */
-int uroce_mw_bind_exec(struct uroce_mw *mw, const struct ibv_pd *qp_pd, uint32_t qpn,
-		       const struct ibv_mw_bind_info *info, uint32_t new_key);
-/* Unbind (LOCAL_INV, Send with Invalidate, a zero-length type 1 bind, dealloc). */
-void uroce_mw_unbind(struct uroce_mw *mw);
+/* uroce_mw_bind_check, uroce_mw_bind_exec, uroce_mw_unbind: core/mem.h */
 
 /* ---- completion channel ---- */
 struct uroce_comp_channel {
@@ -278,17 +230,12 @@ int uroce_comp_channel_destroy(struct uroce_comp_channel *ch);
 int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cq);
 
 /* ---- completion queue ---- */
-enum uroce_cq_arm { UROCE_CQ_DISARMED = 0, UROCE_CQ_ARM_NEXT, UROCE_CQ_ARM_SOLICITED };
 
 struct uroce_cq {
 	struct ibv_cq_ex cqx;                 /* first 128 B are struct ibv_cq (abi-compat §3.2) */
 	struct uroce_context *uctx;
-	pthread_mutex_t lock;                 /* the ring, arming, the poll cursor */
-	struct ibv_wc *ring;                  /* `size` entries, power of two */
-	uint32_t size;
-	uint32_t head, tail;                  /* free-running: count = tail - head */
-	enum uroce_cq_arm arm;
-	bool overflowed;
+	struct uroce_cqring r;                /* the ring, arming (core/cqring.h); r.lock also
+					       * guards cur, the ibv_cq_ex poll cursor */
 	uint64_t wc_flags;                    /* create_cq_ex wc_flags (0 for create_cq) */
 	struct ibv_wc cur;                    /* entry being read by the ibv_cq_ex poll API */
 	atomic_uint usecnt;                   /* QPs and SRQs using it */
@@ -307,55 +254,15 @@ int uroce_cq_poll(struct uroce_cq *cq, int n, struct ibv_wc *wc);
 int uroce_cq_arm(struct uroce_cq *cq, int solicited_only);
 /* Take QP @qpn's completions off @cq, keeping the others in order (a QP entering Reset). */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
-/* Add a completion.  `solicited` is the solicited-event bit of the message
- * (IBA 11.4.2.2: an ARM_SOLICITED CQ fires only for those and for errors).
- * -ENOSPC when the ring is full: the CQ is then in error (IBV_EVENT_CQ_ERR). */
+/* Add a completion (uroce_cqring_push on the CQ's ring; the transports call that).
+ * `solicited` is the solicited-event bit of the message (IBA 11.4.2.2: an ARM_SOLICITED
+ * CQ fires only for those and for errors).  -ENOSPC when the ring is full: the CQ is then
+ * in error (IBV_EVENT_CQ_ERR). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* Accepted wc_flags of create_cq_ex. */
 #define UROCE_CQ_WC_FLAGS (IBV_WC_STANDARD_FLAGS)
 
-/* ---- work queue rings ---- */
-struct uroce_wqe {
-	uint64_t wr_id;
-	uint32_t opcode;                      /* enum ibv_wr_opcode (SQ only) */
-	uint32_t send_flags;
-	uint32_t num_sge;
-	uint32_t imm_data;                    /* network order, or invalidate rkey */
-	union {
-		struct { uint64_t remote_addr; uint32_t rkey; } rdma;
-		struct { uint64_t remote_addr; uint64_t compare_add, swap; uint32_t rkey; } atomic;
-		struct { struct ibv_ah *ah; uint32_t remote_qpn, remote_qkey; } ud;
-		struct { struct ibv_mw *mw; struct ibv_mr *mr; uint64_t addr, length;
-			 uint32_t access; } bind;   /* BIND_MW; the new rkey is in imm_data */
-	} u;
-	uint32_t inline_len;                  /* bytes of inline data after sge[] */
-	uint32_t pad;
-	struct ibv_sge sge[];                 /* max_sge entries, then inline bytes */
-};
-
-struct uroce_wq {
-	pthread_mutex_t lock;
-	uint32_t size;                        /* slots, power of two */
-	uint32_t max_wr;                      /* capacity offered to the application */
-	uint32_t max_sge;
-	uint32_t max_inline;
-	size_t stride;
-	uint32_t head, tail;                  /* free-running: posted = tail - head */
-	uint8_t *buf;
-};
-int uroce_wq_init(struct uroce_wq *wq, uint32_t max_wr, uint32_t max_sge, uint32_t max_inline);
-void uroce_wq_fini(struct uroce_wq *wq);
-static inline struct uroce_wqe *uroce_wq_slot(struct uroce_wq *wq, uint32_t idx)
-{
-	return (struct uroce_wqe *)(wq->buf + (size_t)(idx & (wq->size - 1)) * wq->stride);
-}
-static inline uint32_t uroce_wq_count(const struct uroce_wq *wq) { return wq->tail - wq->head; }
-/* Append receive WRs (caller holds wq->lock); 0 / -ENOMEM / -EINVAL, *bad set. */
-int uroce_wq_post_recv(struct uroce_wq *wq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-/* Consumer side (the transport): copy the oldest WQE (header and SGEs; `out` must
- * have room for wq->max_sge SGEs) and remove it.  Caller holds wq->lock.
- * 0, or -ENOENT when the ring is empty. */
-int uroce_wq_pop(struct uroce_wq *wq, struct uroce_wqe *out);
+/* ---- work queue rings: core/queue.h ---- */
 
 /* ---- shared receive queue ---- */
 struct uroce_srq {
@@ -443,7 +350,8 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
 /* ---- transport hooks (src/transport/engine.c) ----
  * uroce_transport_qp_modify: called with qp->lock held after the attributes of a
  *   cur -> next transition were applied; RC: binds the engine at Init -> RTR (starting the
- *   context's progress thread and data path on first use), loads the requester at RTR ->
+ *   context's progress thread and data path if uroce_transport_ctx_start has not; taking
+ *   the shared-memory link to a same-host peer), loads the requester at RTR ->
  *   RTS, detaches at Reset.  0 or -errno (the modify then fails).  Without the data path
  *   linked (no netio), returns 0 and leaves the QP without an engine.
  * uroce_transport_post: qp->lock and sq.lock held, WQEs already at the tail: runs the
@@ -453,6 +361,9 @@ int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct 
  *   0 when it found nothing to do (then no CQ of this thread's can have changed).
  * uroce_transport_will_sleep: an application thread is about to wait for a completion
  *   event (ibv_req_notify_cq, ibv_get_cq_event): it no longer busy-polls.
+ * uroce_transport_ctx_start: the context's first QP exists: start its data path (progress
+ *   thread, sockets, the same-host shm link) now, so that a same-host peer can link to it
+ *   before its QPs reach RTR; a failure is left for the modify to RTR to report.
  * uroce_transport_ctx_close: stop the progress thread, close the data path. */
 int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next);
 void uroce_transport_qp_destroy(struct uroce_qp *qp);
@@ -460,10 +371,15 @@ bool uroce_transport_post(struct uroce_qp *qp);
 void uroce_transport_unlock_qp(struct uroce_qp *qp);
 int uroce_transport_poll(struct uroce_context *ctx);
 void uroce_transport_will_sleep(struct uroce_context *ctx);
+void uroce_transport_ctx_start(struct uroce_context *ctx);
 void uroce_transport_ctx_close(struct uroce_context *ctx);
 /* ibv_attach_mcast / ibv_detach_mcast of a UD QP (transport/mcast.h): 0, -EINVAL (not UD,
  * not a multicast GID), -ENOENT (detach: not attached), -errno of the socket join. */
 int uroce_transport_mcast(struct uroce_qp *qp, const union ibv_gid *gid, bool attach);
+
+/* Install the hooks of core/upcall.h (once; every entry point that hands out a context
+ * or a CQ calls it). */
+void uroce_verbs_init(void);
 
 /* ---- ops tables (ops.c) ---- */
 void uroce_context_set_ops(struct uroce_context *ctx);

@@ -33,6 +33,19 @@ expect_eq "link sh" "$($UROCE link sh)" "link uroce0/1 state ACTIVE physical_sta
 expect_eq "link" "$($UROCE link)" "$($UROCE link show)"
 expect_eq "link show uroce0/1" "$($UROCE link show uroce0/1)" "$($UROCE link show)"
 
+# The same-host link option: set, shown with -d, kept over a daemon restart (the state
+# file), bad values refused.
+expect_eq "loopback default" "$($UROCE link show uroce0 -d | grep loopback)" "    loopback shm"
+$UROCE link set uroce0 loopback udp || fail "link set loopback udp"
+expect_eq "loopback set" "$($UROCE link show uroce0 -d | grep loopback)" "    loopback udp"
+$UROCE link set uroce0 loopback bogus 2>&1 | grep -q "^Unknown loopback 'bogus'" || fail "bad loopback value"
+$UROCE link set uroce0 mtu 9000 2>&1 | grep -q '^Usage: uroce link set' || fail "link set without loopback"
+$UROCE link set nosuch loopback udp 2>&1 | grep -qx 'Wrong device name' || fail "link set unknown device"
+$UROCE daemon stop && $UROCE link show >/dev/null
+expect_eq "loopback after a restart" "$($UROCE link show uroce0 -d | grep loopback)" "    loopback udp"
+$UROCE link set uroce0 loopback shm || fail "link set loopback shm"
+expect_eq "loopback back" "$($UROCE link show uroce0 -d | grep loopback)" "    loopback shm"
+
 # A client holding a QPN shows in status and stat; SIGKILL returns the QPN.
 mkfifo "$tmp/hold"
 $IPC_TEST holder uroce0 <"$tmp/hold" >"$tmp/qpn" &

@@ -23,6 +23,14 @@
  *                        MTU_CHANGE and DEVICE_REMOVED for a veth's device, also
  *                        when they arrive during a call; an unsubscribed one none;
  *                        -ECONNRESET after the daemon dies
+ *   ipc_test shm         same-host shared-memory links (SHM_ATTACH/LINK/ACCEPT, LINK_SET):
+ *                        only a non-blocking eventfd attaches, once; a link only between
+ *                        two attached connections, to a QPN someone owns at a GID of this
+ *                        daemon; one link per pair (the same id both ways), sealed at its
+ *                        size, the other side woken with UROCE_SHM_WAKE_LINKS and taking it
+ *                        by SHM_ACCEPT; a closed connection's side marked gone and the
+ *                        survivor woken; LINK_SET checks its value and shows in the
+ *                        device's description
  *   ipc_test holder DEV  (helper) connect, allocate a QPN, print it, wait for stdin EOF
  *
  * Each runs inside its own user + network + pid namespace (see CMakeLists.txt), so
@@ -51,8 +59,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+
 #include "ipc/ipc.h"
 #include "ipc/proto.h"
+#include "ipc/shm_proto.h"
 
 #include "check.h"
 
@@ -1031,6 +1044,148 @@ static int holder(const char *dev)
 	return 0;
 }
 
+/* uroce0's first IPv4-mapped GID (lo: ::ffff:127.0.0.1). */
+static int lo_gid(struct uroce_ipc *ipc, uint8_t gid[16])
+{
+	struct uroce_dev_info *devs;
+	unsigned n;
+	int found = 0;
+
+	if (uroce_ipc_devices(ipc, &devs, &n))
+		return 0;
+	for (unsigned i = 0; i < n && !found; i++)
+		for (unsigned g = 0; g < devs[i].num_gids && !strcmp(devs[i].name, "uroce0"); g++)
+			if (devs[i].gids[g].valid && devs[i].gids[g].gid[10] == 0xFF) {
+				memcpy(gid, devs[i].gids[g].gid, 16);
+				found = 1;
+				break;
+			}
+	free(devs);
+	return found;
+}
+
+static uint32_t dev_loopback(struct uroce_ipc *ipc)
+{
+	struct uroce_dev_info *devs;
+	unsigned n;
+	uint32_t v = 99;
+
+	if (uroce_ipc_devices(ipc, &devs, &n))
+		return v;
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(devs[i].name, "uroce0"))
+			v = devs[i].loopback;
+	free(devs);
+	return v;
+}
+
+static int test_shm(void)
+{
+	struct uroce_ipc *a, *b, *c;
+	struct uroce_shm_link_info ia, ib, ic;
+	uint8_t gid[16], nowhere[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 192, 0, 2, 99 };
+	uint32_t qa, qb, qc;
+	int ea = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), eb = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int blocking = eventfd(0, EFD_CLOEXEC), p[2], m1, m2, f1, f2, err;
+	uint64_t v;
+
+	REQUIRE(ea >= 0 && eb >= 0 && blocking >= 0 && !pipe2(p, O_NONBLOCK), "eventfds");
+	REQUIRE(!uroce_ipc_open(&a, UROCE_IPC_AUTOSTART) && !uroce_ipc_open(&b, 0) &&
+		!uroce_ipc_open(&c, 0), "open a, b, c");
+	REQUIRE(lo_gid(a, gid), "uroce0 has an IPv4 GID");
+	REQUIRE(!uroce_ipc_qpn_alloc(a, "uroce0", &qa) && !uroce_ipc_qpn_alloc(b, "uroce0", &qb) &&
+		!uroce_ipc_qpn_alloc(c, "uroce0", &qc), "QPNs");
+
+	/* The device option. */
+	CHECK(dev_loopback(a) == UROCE_LOOPBACK_SHM, "loopback shm by default");
+	err = uroce_ipc_link_set(a, "uroce0", 7);
+	CHECK(err == -EINVAL, "LINK_SET 7: %d", err);
+	err = uroce_ipc_link_set(a, "nosuch", UROCE_LOOPBACK_UDP);
+	CHECK(err == -ENODEV, "LINK_SET nosuch: %d", err);
+	CHECK(!uroce_ipc_link_set(a, "uroce0", UROCE_LOOPBACK_UDP) && dev_loopback(b) == UROCE_LOOPBACK_UDP,
+	      "LINK_SET udp shows in the description");
+	CHECK(!uroce_ipc_link_set(a, "uroce0", UROCE_LOOPBACK_SHM) && dev_loopback(b) == UROCE_LOOPBACK_SHM,
+	      "and back");
+
+	/* Only a non-blocking eventfd attaches, and once. */
+	err = uroce_ipc_shm_link(a, "uroce0", gid, qb, 0, &ia, &m1, &f1);
+	CHECK(err == -ENOTCONN, "SHM_LINK before attaching: %d", err);
+	err = uroce_ipc_shm_attach(a, "uroce0", p[1]);
+	CHECK(err == -EINVAL, "a pipe attaches: %d", err);
+	err = uroce_ipc_shm_attach(a, "uroce0", blocking);
+	CHECK(err == -EINVAL, "a blocking eventfd attaches: %d", err);
+	err = uroce_ipc_shm_attach(a, "nosuch", ea);
+	CHECK(err == -ENODEV, "attach to nosuch: %d", err);
+	CHECK(!uroce_ipc_shm_attach(a, "uroce0", ea), "a attaches");
+	err = uroce_ipc_shm_attach(a, "uroce0", ea);
+	CHECK(err == -EEXIST, "a attaches twice: %d", err);
+
+	/* Whom a link can reach. */
+	err = uroce_ipc_shm_link(a, "uroce0", gid, qb, 0, &ia, &m1, &f1);
+	CHECK(err == -ENOTCONN, "to a connection that takes no part: %d", err);
+	err = uroce_ipc_shm_link(a, "uroce0", nowhere, qb, 0, &ia, &m1, &f1);
+	CHECK(err == -ENOENT, "to a GID of no device of this daemon: %d", err);
+	err = uroce_ipc_shm_link(a, "uroce0", gid, qb ^ 0x800000, 0, &ia, &m1, &f1);
+	CHECK(err == -ENOENT, "to a QPN nobody owns: %d", err);
+	REQUIRE(!uroce_ipc_shm_attach(b, "uroce0", eb), "b attaches");
+	err = uroce_ipc_shm_accept(b, "uroce0", &ib, &m2, &f2);
+	CHECK(err == -ENOENT, "nothing to accept yet: %d", err);
+
+	/* a -> b: the link, sealed at its size, b woken and accepting the same link. */
+	REQUIRE(!uroce_ipc_shm_link(a, "uroce0", gid, qb, 256 << 10, &ia, &m1, &f1), "a links to b's QPN");
+	CHECK(ia.ring_bytes == 256u << 10 && ia.size == uroce_shm_size(ia.ring_bytes) && !ia.self &&
+	      ia.peer_pid == getpid() && ia.qpn_block == qb / UROCE_IPC_QPN_BLOCK, "link described");
+	{
+		struct stat st;
+		int seals = fcntl(m1, F_GET_SEALS);
+		struct uroce_shm_hdr *h;
+
+		CHECK(!fstat(m1, &st) && (uint64_t)st.st_size == ia.size, "memfd size");
+		CHECK(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW) && (seals & F_SEAL_SEAL),
+		      "sealed against resizing (seals %x)", seals);
+		CHECK(ftruncate(m1, 4096) < 0, "a peer cannot shrink it");
+		h = mmap(NULL, UROCE_SHM_HDR_BYTES, PROT_READ, MAP_SHARED, m1, 0);
+		REQUIRE(h != MAP_FAILED, "map header");
+		CHECK(h->magic == UROCE_SHM_MAGIC && h->link_id == ia.id && h->ring_bytes == ia.ring_bytes &&
+		      !h->side[0].gone && !h->side[1].gone, "header");
+		CHECK(read(eb, &v, sizeof(v)) == sizeof(v) && v >= UROCE_SHM_WAKE_LINKS, "b woken for the link");
+		REQUIRE(!uroce_ipc_shm_accept(b, "uroce0", &ib, &m2, &f2), "b accepts");
+		CHECK(ib.id == ia.id && ib.side != ia.side, "the same link, the other side");
+		close(m2);
+		close(f2);
+		/* b asks for a's QPN: the same link again, nothing more to accept. */
+		REQUIRE(!uroce_ipc_shm_link(b, "uroce0", gid, qa, 0, &ib, &m2, &f2), "b links to a's QPN");
+		CHECK(ib.id == ia.id, "one link per pair");
+		close(m2);
+		close(f2);
+		err = uroce_ipc_shm_accept(a, "uroce0", &ic, &m2, &f2);
+		CHECK(err == -ENOENT, "a took its link by SHM_LINK, nothing to accept: %d", err);
+		/* A link of a connection with itself. */
+		REQUIRE(!uroce_ipc_shm_link(a, "uroce0", gid, qa, 0, &ic, &m2, &f2), "a links to itself");
+		CHECK(ic.self && ic.id != ia.id, "a self link of its own");
+		close(m2);
+		close(f2);
+		/* b goes: its side is marked gone, a woken. */
+		while (read(ea, &v, sizeof(v)) == sizeof(v))
+			;
+		uroce_ipc_close(b);
+		{
+			int64_t end = now_ms() + 5000;
+
+			while (!__atomic_load_n(&h->side[ib.side].gone, __ATOMIC_SEQ_CST) && now_ms() < end)
+				pause_ms(5);
+		}
+		CHECK(h->side[ib.side].gone && !h->side[ia.side].gone, "b's side gone, a's not");
+		CHECK(read(ea, &v, sizeof(v)) == sizeof(v) && v >= UROCE_SHM_WAKE_LINKS, "a woken by the death");
+		munmap(h, UROCE_SHM_HDR_BYTES);
+	}
+	close(m1);
+	close(f1);
+	uroce_ipc_close(a);
+	uroce_ipc_close(c);
+	return check_summary();
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -1048,6 +1203,8 @@ int main(int argc, char **argv)
 		return test_proto();
 	if (argc == 2 && !strcmp(argv[1], "events"))
 		return test_events();
+	if (argc == 2 && !strcmp(argv[1], "shm"))
+		return test_shm();
 	if (argc == 3 && !strcmp(argv[1], "holder"))
 		return holder(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "owner")) {

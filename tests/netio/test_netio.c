@@ -142,15 +142,15 @@ static void side_open(struct side *s, const char *devname, int family)
 	}
 	for (unsigned i = 0; i < n; i++)
 		if (!strcmp(devs[i].name, devname))
-			s->dev.info = devs[i];
+			s->dev.view.info = devs[i];
 	free(devs);
-	if (strcmp(s->dev.info.name, devname)) {
+	if (strcmp(s->dev.view.info.name, devname)) {
 		fprintf(stderr, "%s: no device %s\n", s->name, devname);
 		exit(1);
 	}
 	snprintf(s->dev.ibdev.name, sizeof(s->dev.ibdev.name), "%s", devname);
-	pthread_mutex_init(&s->dev.info_lock, NULL);
-	if (pick_gid(&s->dev.info, family, s->me.gid)) {
+	pthread_mutex_init(&s->dev.view.lock, NULL);
+	if (pick_gid(&s->dev.view.info, family, s->me.gid)) {
 		fprintf(stderr, "%s: %s has no %s GID\n", s->name, devname,
 			family == AF_INET ? "IPv4" : link_local ? "IPv6 link-local" : "IPv6");
 		exit(1);
@@ -356,7 +356,7 @@ static void scenario_basic(struct side *s, const char *dev)
 	struct rxlog *l = calloc(1, sizeof(*l));
 	struct uroce_netio_stats st;
 	/* The largest payload the netdev's MTU lets through (IP, UDP, BTH, ICRC). */
-	size_t max_pl = (s->dev.info.netdev_mtu - (s->family == AF_INET ? 20 : 40) - 8 - 12 - 4) & ~3u;
+	size_t max_pl = (s->dev.view.info.netdev_mtu - (s->family == AF_INET ? 20 : 40) - 8 - 12 - 4) & ~3u;
 	uint64_t def1, errors = 0;
 	char sync = 0;
 	int ret;
@@ -467,7 +467,7 @@ static void scenario_basic(struct side *s, const char *dev)
 
 	/* On lo both sides share one daemon, which gets two QP1 packets. */
 	{
-		uint64_t want = s->rx_default0 + (s->dev.info.ifindex == 1 ? 2 : 1);
+		uint64_t want = s->rx_default0 + (s->dev.view.info.ifindex == 1 ? 2 : 1);
 
 		for (uint64_t end = now_ms() + DEADLINE_MS; now_ms() < end;) {
 			if (rx_default(s->ipc, dev) >= want)

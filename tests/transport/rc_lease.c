@@ -28,6 +28,8 @@
  *                    earlier SENDs are unacknowledged leave together: the client must have
  *                    made at least CORK_N / 32 GSO sends (UROCE_ENGINE_STATS at close;
  *                    without autocork each post is a sendmsg of its own, and it makes none).
+ *                    GSO sends are the UDP path's: this mode runs with UROCE_LINK=udp (on the
+ *                    same-host shm link a batch is one ring publish, not counted).
  *   rc_lease corkwait  no lease.  Right after connecting (the server has sent nothing), the
  *                    client posts two RDMA WRITEs back to back -- the second is parked
  *                    behind the first, unacknowledged -- and then calls no verbs; the server
@@ -40,8 +42,8 @@
  *                    Error, so nothing is acknowledged.  The client posts two RDMA WRITEs
  *                    (the second parked behind the first) and moves its QP to Error at
  *                    once: both must complete with WR_FLUSH_ERR, and the parked WRITE must
- *                    never be sent -- the client's netio sent exactly one packet
- *                    (UROCE_ENGINE_STATS at close).
+ *                    never be sent -- the client sent exactly one packet, over UDP or the
+ *                    shm link (UROCE_ENGINE_STATS at close: tx_packets + shm_tx_packets).
  *
  * Exit 0 on success; every failure says what.
  */
@@ -216,11 +218,11 @@ static void sync_byte(struct node *n, bool out)
 
 /* Close the device with stderr captured, and return the engine's counters of this
  * process (the UROCE_ENGINE_STATS line printed at close). */
-static unsigned long long tx_packets, tx_gso;   /* from the same line */
+static unsigned long long tx_packets, tx_gso;   /* from the same line: both links' packets */
 
 static void close_node(struct node *n, unsigned long long *app, unsigned long long *prog)
 {
-	char path[] = "/tmp/rc_lease.XXXXXX", line[256];
+	char path[] = "/tmp/rc_lease.XXXXXX", line[512];
 	int fd = mkstemp(path), saved = dup(2);
 	FILE *f;
 	bool found = false;
@@ -241,10 +243,16 @@ static void close_node(struct node *n, unsigned long long *app, unsigned long lo
 	close(saved);
 	lseek(fd, 0, SEEK_SET);
 	f = fdopen(fd, "r");
-	while (f && fgets(line, sizeof(line), f))
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long shm_tx = 0;
+
 		if (sscanf(line, "UROCE_ENGINE_STATS pid=%*d rx_app=%llu rx_progress=%llu tx_packets=%llu "
-			   "tx_gso_sends=%llu", app, prog, &tx_packets, &tx_gso) == 4)
+			   "tx_gso_sends=%llu shm_tx_packets=%llu", app, prog, &tx_packets, &tx_gso,
+			   &shm_tx) >= 4) {
+			tx_packets += shm_tx;
 			found = true;
+		}
+	}
 	if (f)
 		fclose(f);
 	if (!found)
@@ -457,6 +465,9 @@ int main(int argc, char **argv)
 		: !strcmp(argv[1], "corkwait") || !strcmp(argv[1], "corkerr") ? "0" : "10000000";
 	if (!strcmp(argv[1], "corkerr"))
 		setenv("UROCE_AUTOCORK_US", "100000", 1);
+	/* cork counts the UDP path's GSO sends (see above). */
+	if (!strcmp(argv[1], "cork"))
+		setenv("UROCE_LINK", "udp", 1);
 	setenv("UROCE_POLL_LEASE_US", lease, 1);
 	setenv("UROCE_ENGINE_STATS", "1", 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))

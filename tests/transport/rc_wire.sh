@@ -18,6 +18,11 @@
 #      opcode, none malformed, and SEND FIRST/MIDDLE/LAST, ACK, READ request/response and
 #      atomic packets must all be there;
 #   3. scapy (Debian's /usr/bin/python3, scapy.contrib.roce) recomputes every packet's ICRC.
+# The UDP path: two uroce processes of one host talk through a shared-memory link by default,
+# which puts nothing on lo (docs/transport.md "The shared-memory link").  The capture is of
+# the UDP path, chosen the two ways a learner can: segment mode with the device option
+# (`uroce link set uroce0 loopback udp`, and `uroce link show -d` must say so), nogso and
+# gso-raw with UROCE_LINK=udp.
 # A missing tshark, scapy or ethtool is a failure: scripts/deps.sh test installs them.
 set -u
 UROCE=$1
@@ -34,9 +39,12 @@ trap 'rm -rf "$tmp"' EXIT
 # holds every packet with the IPv4 header it really had, and scapy checks each segment.
 case $MODE in
 segment) ethtool -K lo tx-udp-segmentation off ||
-		{ echo "FAIL: cannot turn off tx-udp-segmentation on lo (ethtool, package ethtool): GSO sends would be captured unsegmented"; exit 1; } ;;
-nogso) export UROCE_NETIO_GSO=0 ;;
-gso-raw) ;;
+		{ echo "FAIL: cannot turn off tx-udp-segmentation on lo (ethtool, package ethtool): GSO sends would be captured unsegmented"; exit 1; }
+	"$UROCE" link set uroce0 loopback udp || { echo "FAIL: uroce link set uroce0 loopback udp"; exit 1; }
+	"$UROCE" link show uroce0 -d | grep -qx '    loopback udp' ||
+		{ echo "FAIL: link show -d does not say loopback udp"; exit 1; } ;;
+nogso) export UROCE_NETIO_GSO=0 UROCE_LINK=udp ;;
+gso-raw) export UROCE_LINK=udp ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
 cap=$tmp/rc.pcap

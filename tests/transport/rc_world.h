@@ -45,6 +45,8 @@ int uroce_netio_poll_spin(struct uroce_netio *nio, int budget, uroce_netio_rx_fn
 void uroce_netio_rx_grh(struct uroce_netio *nio) { (void)nio; }
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out) { (void)nio; memset(out, 0, sizeof(*out)); }
 void uroce_netio_count_misrouted(struct uroce_netio *nio) { (void)nio; }
+uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx) { (void)tx; return 0; }
+uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio) { (void)nio; return NULL; }
 
 /* ---- the world ---- */
 struct wpkt {

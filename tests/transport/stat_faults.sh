@@ -58,9 +58,15 @@ rcstat() {
 	awk -v q="$(printf '0x%06x:' "$1")" -v k="$2" '
 		$4 == q { for (i = 5; i < NF; i++) if ($i == k) { v = $(i + 1); sub("/.*", "", v); print v; exit } }' "$tmp/err"
 }
-nonzero_sum() {  # WHAT A B
-	case "$2$3" in *[!0-9]* | "") fail "$1: not numbers [$2] [$3]"; return ;; esac
-	[ $(($2 + $3)) -gt 0 ] || fail "$1: zero over both processes"
+nonzero_sum() {  # WHAT A B [C D]
+	what=$1
+	shift
+	sum=0
+	for x in "$@"; do
+		case "$x" in *[!0-9]* | "") fail "$what: not numbers [$*]"; return ;; esac
+		sum=$((sum + x))
+	done
+	[ $sum -gt 0 ] || fail "$what: zero over both processes"
 }
 
 # ---- alive, traffic over: per-QP lines (published at the SQD cycle's state changes, or
@@ -94,8 +100,12 @@ for k in retransmissions seq_naks_tx dup_requests rx_bad_icrc tx_packets; do
 	expect_eq "device total $k" "$(grep '^link uroce0/1 total ' "$tmp/show1" | field $k)" \
 		"$(($(v "$tmp/show1" "$pid_p" $k) + $(v "$tmp/show1" "$pid_c" $k)))"
 done
-nonzero_sum "rx_bad_icrc" "$(v "$tmp/show1" "$pid_p" rx_bad_icrc)" "$(v "$tmp/show1" "$pid_c" rx_bad_icrc)"
-nonzero_sum "fault_corrupt" "$(v "$tmp/show1" "$pid_p" fault_corrupt)" "$(v "$tmp/show1" "$pid_c" fault_corrupt)"
+# On whichever link carried the traffic: the UDP socket (rx_bad_icrc, fault_corrupt) or,
+# the default between two processes of one host, the shared-memory link (shm_*).
+for k in rx_bad_icrc fault_corrupt; do
+	nonzero_sum "$k (UDP + shm)" "$(v "$tmp/show1" "$pid_p" $k)" "$(v "$tmp/show1" "$pid_c" $k)" \
+		"$(v "$tmp/show1" "$pid_p" shm_$k)" "$(v "$tmp/show1" "$pid_c" shm_$k)"
+done
 
 # ---- QPs destroyed, processes alive: the context totals keep them
 echo >"$tmp/go1.p"; echo >"$tmp/go1.c"

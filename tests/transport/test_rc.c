@@ -77,7 +77,7 @@ static bool cq_has(struct world *w, void *arg)
 	struct want *x = arg;
 	struct uroce_cq *cq = w->cq[x->cq];
 
-	return cq->tail - cq->head >= x->n;
+	return cq->r.tail - cq->r.head >= x->n;
 }
 
 /* Run until cq[i] holds a completion, then take it. */
@@ -1411,13 +1411,13 @@ static void test_sig_fence_se(void)
 		CHECK(post_recv(&w, 1, 40, &r, 1) == 0 && post_recv(&w, 1, 41, &r, 1) == 0, "recvs");
 		CHECK(uroce_qp_post_send(w.qp[0], &wr, &bad) == 0, "send");
 		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 40, "plain send received");
-		CHECK(w.cq[1]->arm == UROCE_CQ_ARM_SOLICITED, "a plain SEND fired a solicited-only arm");
+		CHECK(w.cq[1]->r.arm == UROCE_CQ_ARM_SOLICITED, "a plain SEND fired a solicited-only arm");
 		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 31, "send wc");
 		wr.wr_id = 32;
 		wr.send_flags |= IBV_SEND_SOLICITED;
 		CHECK(uroce_qp_post_send(w.qp[0], &wr, &bad) == 0, "send se");
 		CHECK(wait_wc(&w, 1, &wc) && wc.wr_id == 41, "solicited send received");
-		CHECK(w.cq[1]->arm == UROCE_CQ_DISARMED, "the solicited SEND did not fire the arm");
+		CHECK(w.cq[1]->r.arm == UROCE_CQ_DISARMED, "the solicited SEND did not fire the arm");
 		CHECK(wait_wc(&w, 0, &wc) && wc.wr_id == 32, "send se wc");
 	}
 	mem_fini(&m);

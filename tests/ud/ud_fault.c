@@ -30,7 +30,9 @@
  *
  * Counters: the sender's `uroce stat` fault_drop must equal the dropped packets in the log
  * and its tx_packets the others; the receiver's rx_packets must equal the packets not
- * dropped, with rx_drops 0.  $UD_FAULT_UROCE: the uroce CLI; $UD_FAULT_DEV: the device.
+ * dropped, with rx_drops 0.  Each is the sum over the two links a context has, UDP and the
+ * same-host shared-memory link (fault_drop + shm_fault_drop, ...): on lo the packets take
+ * the shm link, across namespaces UDP, and the accounting is exact on both.  $UD_FAULT_UROCE: the uroce CLI; $UD_FAULT_DEV: the device.
  * Every wait is bounded (30 s); exit 1 on any mismatch or timeout, with the reason.
  */
 #define _GNU_SOURCE
@@ -190,6 +192,15 @@ static long long stat_counter(const char *name)
 	if (v < 0)
 		die("no counter %s for pid %d in `uroce stat show`", name, (int)getpid());
 	return v;
+}
+
+/* @name summed over the context's two links: UDP (netio) and the shm link (shm_@name). */
+static long long link_counter(const char *name)
+{
+	char shm[64];
+
+	snprintf(shm, sizeof(shm), "shm_%s", name);
+	return stat_counter(name) + stat_counter(shm);
 }
 
 /* ---------------------------------------------------------------- verbs */
@@ -469,8 +480,8 @@ static int run_send(const char *host, const char *port, uint32_t n, const char *
 			die("the receiver rejected batch %u", b);
 	}
 	/* Counters: the fault module's drops as this context publishes them. */
-	fd_ctr = stat_counter("fault_drop");
-	tx_ctr = stat_counter("tx_packets");
+	fd_ctr = link_counter("fault_drop");
+	tx_ctr = link_counter("tx_packets");
 	printf("SENT messages %u packets %u (fences %u) dropped_packets %u lost_messages %u "
 	       "delivered_messages %u; counters fault_drop %lld tx_packets %lld\n",
 	       n, npk, fences, dropped_pk, lost, n - lost, fd_ctr, tx_ctr);
@@ -567,8 +578,8 @@ static int run_recv(const char *port, uint32_t n)
 		if (b == BATCH_END) {
 			uint32_t total = ntohl(h.total_pk), dropped = ntohl(h.dropped_pk);
 
-			rx_ctr = stat_counter("rx_packets");
-			rxd_ctr = stat_counter("rx_drops");
+			rx_ctr = link_counter("rx_packets");
+			rxd_ctr = link_counter("rx_drops");
 			printf("RECEIVED messages %u of %u (fences %u, batches %u); counters rx_packets "
 			       "%lld (sender: %u sent - %u dropped) rx_drops %lld\n",
 			       got, n, fences, batches, rx_ctr, total, dropped, rxd_ctr);

@@ -1,17 +1,10 @@
-/* wq.c — rings of work queue elements (send queue, receive queue, SRQ).
- *
- * A ring has a power-of-two number of fixed-stride slots; each slot is a
- * struct uroce_wqe followed by max_sge scatter/gather entries and, for send
- * queues, max_inline bytes of inline data.  head/tail run freely (uint32_t
- * wrap-around); the number of posted WQEs is tail - head and never exceeds
- * max_wr.  Producer: the posting verbs.  Consumer: the transport (or the flush
- * on a transition to the Error state).
- */
+/* wq.c — rings of work queue elements (queue.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "verbs/verbs.h"
+#include "core/queue.h"
+#include "core/upcall.h"
 
 int uroce_wq_init(struct uroce_wq *wq, uint32_t max_wr, uint32_t max_sge, uint32_t max_inline)
 {
@@ -76,4 +69,22 @@ int uroce_wq_pop(struct uroce_wq *wq, struct uroce_wqe *out)
 	memcpy(out, w, sizeof(*w) + (size_t)w->num_sge * sizeof(struct ibv_sge));
 	wq->head++;
 	return 0;
+}
+
+int uroce_wq_pop_srq(struct uroce_wq *wq, uint32_t *srq_limit, struct uroce_wqe *out,
+		     struct uroce_context *ctx, struct ibv_srq *srq)
+{
+	bool fire = false;
+	int ret;
+
+	pthread_mutex_lock(&wq->lock);
+	ret = uroce_wq_pop(wq, out);
+	if (!ret && *srq_limit && uroce_wq_count(wq) < *srq_limit) {
+		*srq_limit = 0;     /* one shot: modify_srq(IBV_SRQ_LIMIT) re-arms */
+		fire = true;
+	}
+	pthread_mutex_unlock(&wq->lock);
+	if (fire)
+		uroce_up_async_event(ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq, 0);
+	return ret;
 }
