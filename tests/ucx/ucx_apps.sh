@@ -62,10 +62,13 @@ veth)
 	echo "unknown topology $TOPO"; exit 2 ;;
 esac
 
-# Bytes uroce sent on DEV in netns NS: the device's tx_bytes total over every context.
+# Bytes uroce sent on DEV in netns NS: the device's totals over every context, on both
+# of its links: UDP (tx_bytes) and, between two processes of one namespace, the
+# shared-memory ring (shm_tx_bytes).
 tx_of() {
 	_v=$(ns_do "$1" "$UROCE" stat show link $DEV/1 |
-		awk '$3 == "total" { for (i = 4; i < NF; i++) if ($i == "tx_bytes") print $(i + 1) }')
+		awk '$3 == "total" { for (i = 4; i < NF; i++) if ($i == "tx_bytes" || $i == "shm_tx_bytes") s += $(i + 1) }
+		     END { print s + 0 }')
 	echo "${_v:-0}"
 }
 
@@ -114,7 +117,7 @@ prove() {
 		*" $_n "*) [ "$_n" = here ] || [ "$_d" -gt 0 ] || _no "uroce's counters in netns $_n did not move" ;;
 		esac
 	done
-	echo "uroce $DEV tx_bytes moved $_moved, the program moved at least $_min"
+	echo "uroce $DEV tx_bytes + shm_tx_bytes moved $_moved, the program moved at least $_min"
 	[ "$_moved" -ge "$_min" ] && [ "$_moved" -gt 0 ] || _no "uroce's counters moved $_moved bytes < $_min"
 }
 
