@@ -233,10 +233,14 @@ struct uroce_cm_config {
 	uint32_t hi_tid;                 /* TID high half, the MAD agent number (2) */
 	uint8_t ack_delay;               /* local CA ACK delay, as ibv_query_device (15) */
 	uint32_t evq_max;                /* events queued per channel (UROCE_CM_EVQ_MAX) */
+	/* A REQ / SIDR_REQ that matches no listener waits this long for one before it
+	 * is refused (REJ 8 / SIDR_REP status 1); 0 refuses at once, as Linux does. */
+	uint32_t listen_grace_ms;
 	/* Tests: fix the comm ID allocator (else random operand, index from 0). */
 	int fixed_comm_id;
 	uint32_t comm_id_operand, comm_id_next;
 };
+#define UROCE_CM_LISTEN_GRACE_MS 300
 void uroce_cm_config_default(struct uroce_cm_config *cfg);
 
 /* A device as the CM sees it. */
