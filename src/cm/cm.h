@@ -70,7 +70,7 @@ const char *uroce_cm_state_name(unsigned state);
 	X(MAD_BAD, "inconsistent message (a length field above 72)")                       \
 	X(ADDR, "unusable address (destination not a GID of the device, bad source)")      \
 	X(NO_MATCH, "no communication ID in a state that takes this message")              \
-	X(DUPLICATE, "duplicate of a message still being processed")                       \
+	X(DUPLICATE, "duplicate, or a late answer the connection no longer waits for")    \
 	X(BUSY, "listener backlog full or its channel closed: left for the sender's retry") \
 	X(NO_DEVICE, "arrived on a device the CM does not know")
 

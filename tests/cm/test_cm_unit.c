@@ -754,6 +754,39 @@ static void test_dreq_crossing(void **state)
 	sim_fini(&p.n);
 }
 
+/* rping's client: rdma_disconnect, then rdma_destroy_id before the DREP is back.
+ * The connection waits out timewait without its id; the DREP that comes then finds it
+ * in TIMEWAIT and is counted as Linux counts it (cm_drep_handler: CM_RECV_DUPLICATES),
+ * with no event for the id that is gone.  (The "drops 1" of cm_apps_veth_rping-persistent.) */
+static void test_late_drep(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	uint32_t events;
+
+	(void)state;
+	pair_init(&p, NULL);
+	pair_establish(&p);
+	while (sim_event(p.a, p.cha, &ev))
+		;
+	assert_int_equal(sim_disconnect(p.a, p.x), 0);
+	assert_int_equal(sim_destroy(p.a, p.x, &events), 0);   /* before the DREP */
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_DISCONNECTED, &ev));
+	assert_int_equal(sim_disconnect(p.b, p.y), 0);          /* the DREP */
+	sim_run(&p.n);
+	assert_int_equal(sim_stats(p.a).mad_rcvd[UROCE_CM_ATTR_DREP - UROCE_CM_ATTR_REQ], 1);
+	assert_int_equal(sim_stats(p.a).drop[UROCE_CM_DROP_DUPLICATE], 1);
+	assert_int_equal(sim_stats(p.a).drops, 1);
+	assert_int_equal(sim_stats(p.a).timewait, 1);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	/* Timewait ends quietly (no id to tell), and nothing is left. */
+	sim_advance(&p.n, 2048);
+	assert_int_equal(sim_stats(p.a).timewait, 0);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	assert_false(uroce_cm_busy(p.a->cm));
+	sim_fini(&p.n);
+}
+
 static void test_dreq_checks(void **state)
 {
 	struct pair p;
@@ -1886,6 +1919,7 @@ int main(void)
 		cmocka_unit_test(test_dreq_timeout),
 		cmocka_unit_test(test_dreq_crossing),
 		cmocka_unit_test(test_dreq_checks),
+		cmocka_unit_test(test_late_drep),
 		cmocka_unit_test(test_replayed_rep),
 		cmocka_unit_test(test_stale_connection),
 		cmocka_unit_test(test_sidr),
