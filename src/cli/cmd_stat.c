@@ -307,6 +307,8 @@ static int stat_show_cm(void)
 	printf("cm retransmits %llu timeouts %llu ev_lost %llu ids %u listeners %u connections %u timewait %u\n",
 	       (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
 	       (unsigned long long)st.ev_lost, st.ids, st.listeners, st.connections, st.timewait);
+	printf("cm held %llu matched %llu waiting %u\n", (unsigned long long)st.held,
+	       (unsigned long long)st.held_matched, st.held_now);
 	for (int dir = 0; dir < 2; dir++) {
 		const uint64_t *v = dir ? st.rej_rcvd : st.rej_sent;
 

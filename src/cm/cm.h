@@ -70,7 +70,7 @@ const char *uroce_cm_state_name(unsigned state);
 	X(MAD_BAD, "inconsistent message (a length field above 72)")                       \
 	X(ADDR, "unusable address (destination not a GID of the device, bad source)")      \
 	X(NO_MATCH, "no communication ID in a state that takes this message")              \
-	X(DUPLICATE, "duplicate of a message still being processed")                       \
+	X(DUPLICATE, "duplicate, or a late answer the connection no longer waits for")    \
 	X(BUSY, "listener backlog full or its channel closed: left for the sender's retry") \
 	X(NO_DEVICE, "arrived on a device the CM does not know")
 
@@ -233,10 +233,14 @@ struct uroce_cm_config {
 	uint32_t hi_tid;                 /* TID high half, the MAD agent number (2) */
 	uint8_t ack_delay;               /* local CA ACK delay, as ibv_query_device (15) */
 	uint32_t evq_max;                /* events queued per channel (UROCE_CM_EVQ_MAX) */
+	/* A REQ / SIDR_REQ that matches no listener waits this long for one before it
+	 * is refused (REJ 8 / SIDR_REP status 1); 0 refuses at once, as Linux does. */
+	uint32_t listen_grace_ms;
 	/* Tests: fix the comm ID allocator (else random operand, index from 0). */
 	int fixed_comm_id;
 	uint32_t comm_id_operand, comm_id_next;
 };
+#define UROCE_CM_LISTEN_GRACE_MS 300
 void uroce_cm_config_default(struct uroce_cm_config *cfg);
 
 /* A device as the CM sees it. */

@@ -73,7 +73,7 @@ struct cm_timer {
 	uint8_t kind;                    /* enum cm_timer_kind */
 	void *owner;
 };
-enum cm_timer_kind { CM_T_SEND, CM_T_TIMEWAIT };
+enum cm_timer_kind { CM_T_SEND, CM_T_TIMEWAIT, CM_T_HOLD };
 struct cm_heap {
 	struct cm_timer **v;
 	size_t n, cap;
@@ -149,6 +149,18 @@ enum cm_ib_state {
 const char *cm_ib_state_name(unsigned s);
 
 struct cm_id;
+struct cm_conn;
+
+/* A REQ or SIDR_REQ that found no listener, held for the listen grace period
+ * (cfg.listen_grace_ms) in case its listener is about to appear (ib_cm.c "requests
+ * before their listener"): the message and where it came from, to be matched again. */
+struct cm_held {
+	struct cm_list node;             /* cm->held, in arrival order */
+	struct cm_conn *conn;
+	uint32_t dev_id;
+	uint8_t sgid[16], dgid[16];
+	struct uroce_cm_msg msg;
+};
 
 /* One IB CM communication (the kernel's cm_id_private).  It may outlive its rdma_cm
  * id: a destroyed id's connection stays in timewait until the timer expires. */
@@ -187,6 +199,8 @@ struct cm_conn {
 	uint8_t retries_left;
 	struct cm_timer send_timer;
 	struct cm_timer tw_timer;
+	struct cm_held *held;            /* a request waiting for its listener */
+	struct cm_timer hold_timer;      /* ... until the grace period ends */
 };
 
 /* A rdma_cm port: the owners of (port space, port) in this namespace. */
@@ -290,6 +304,7 @@ struct uroce_cm {
 	/* IB CM */
 	struct cm_htab local_ids, remote_ids, remote_qpns, sidr_reqs;
 	struct cm_list conns;
+	struct cm_list held;             /* struct cm_held: requests before their listener */
 	uint32_t comm_operand, comm_next;
 	struct cm_heap timers;
 	struct uroce_cm_stats stats;
@@ -332,6 +347,9 @@ int cma_req(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_msg *m
 	    const struct uroce_cm_rx *rx);
 
 /* ib_cm.c, for cma.c */
+/* A listener appeared: match the held requests again (those it takes go on). */
+void ib_held_rematch(struct uroce_cm *cm);
+unsigned ib_held_count(const struct uroce_cm *cm);
 struct cm_conn *ib_conn_new(struct uroce_cm *cm, uint32_t dev_id);
 void ib_conn_release(struct uroce_cm *cm, struct cm_conn *c);  /* the id lets go */
 void ib_conn_free(struct uroce_cm *cm, struct cm_conn *c);     /* now, silently */

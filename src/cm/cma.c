@@ -41,6 +41,7 @@ void uroce_cm_config_default(struct uroce_cm_config *cfg)
 	cfg->hi_tid = 2;
 	cfg->ack_delay = 15;
 	cfg->evq_max = UROCE_CM_EVQ_MAX;
+	cfg->listen_grace_ms = UROCE_CM_LISTEN_GRACE_MS;
 }
 
 static uint32_t rnd(struct uroce_cm *cm, enum uroce_cm_rand what)
@@ -70,6 +71,7 @@ int uroce_cm_create(const struct uroce_cm_config *cfg, const struct uroce_cm_ops
 	cm->ctx = ctx;
 	cm_list_init(&cm->id_list);
 	cm_list_init(&cm->conns);
+	cm_list_init(&cm->held);
 	if (cm_htab_init(&cm->ids) || cm_htab_init(&cm->chans) || cm_htab_init(&cm->binds) ||
 	    cm_htab_init(&cm->local_ids) || cm_htab_init(&cm->remote_ids) ||
 	    cm_htab_init(&cm->remote_qpns) || cm_htab_init(&cm->sidr_reqs)) {
@@ -1920,6 +1922,7 @@ void uroce_cm_get_stats(const struct uroce_cm *cm, struct uroce_cm_stats *out)
 				    c->state == IB_DREQ_RCVD;
 		out->timewait += c->state == IB_TIMEWAIT;
 	}
+	out->held_now = ib_held_count(cm);
 }
 
 static int valid_ps(uint32_t ps, uint32_t qp_type, uint8_t *out)
@@ -2039,6 +2042,9 @@ void uroce_cm_command(struct uroce_cm *cm, uint64_t now, const struct uroce_cm_c
 			break;
 		case UROCE_CM_OP_LISTEN:
 			r = listen_id(cm, who, id, cmd->u.listen.backlog);
+			/* A request that came before its listener goes on now. */
+			if (!r)
+				ib_held_rematch(cm);
 			break;
 		case UROCE_CM_OP_CONNECT:
 			r = connect_id(cm, id, &cmd->u.conn);

@@ -324,6 +324,7 @@ struct cm_conn *ib_conn_new(struct uroce_cm *cm, uint32_t dev_id)
 	c->state = IB_IDLE;
 	cm_timer_init(&c->send_timer, CM_T_SEND, c);
 	cm_timer_init(&c->tw_timer, CM_T_TIMEWAIT, c);
+	cm_timer_init(&c->hold_timer, CM_T_HOLD, c);
 	cm_htab_add(&cm->local_ids, &c->by_local, c->local_id);
 	cm_list_add_tail(&cm->conns, &c->all);
 	return c;
@@ -336,8 +337,11 @@ static void remove_remote(struct uroce_cm *cm, struct cm_conn *c)
 	cm_htab_del(&cm->sidr_reqs, &c->by_sidr);
 }
 
+static struct cm_held *unhold(struct uroce_cm *cm, struct cm_conn *c);
+
 void ib_conn_free(struct uroce_cm *cm, struct cm_conn *c)
 {
+	free(unhold(cm, c));
 	cm_timer_cancel(&cm->timers, &c->send_timer);
 	cm_timer_cancel(&cm->timers, &c->tw_timer);
 	remove_remote(cm, c);
@@ -1051,14 +1055,124 @@ static int gid_index(const struct cm_devent *d, const uint8_t gid[16])
 	return -1;
 }
 
+/* ---- requests before their listener ------------------------------------------------------
+ *
+ * Real programs race their own listen: qperf tells its client the CM port before it
+ * calls rdma_listen (src/rdma.c cm_open_server), perftest -R's client connects its
+ * second id before the server's second listener exists.  Linux answers such a REQ
+ * with REJ 8 (SIDR_REQ: SIDR_REP status 1) at once, and the programs fail.  Here a
+ * REQ / SIDR_REQ that finds nobody listening on its service ID on its device waits
+ * up to cfg.listen_grace_ms, in REQ_RCVD / SIDR_REQ_RCVD and in the remote tables
+ * as any REQ being processed (so a retransmission of it is a duplicate, a REJ or the
+ * peer's destroy finds it); a LISTEN command matches the held requests again
+ * (ib_held_rematch) and the ones a listener now takes go on from there.  When the
+ * grace ends it is refused as it would have been at once.  docs/cm.md.
+ */
+static void req_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_rx *rx,
+		      const struct uroce_cm_msg *m, bool may_hold);
+static void sidr_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_rx *rx,
+		       const struct uroce_cm_msg *m, bool may_hold);
+
+static bool hold(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_rx *rx,
+		 const struct uroce_cm_msg *m)
+{
+	struct cm_held *h;
+
+	if (!cm->cfg.listen_grace_ms || c->held)
+		return false;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return false;
+	if (cm_timer_arm(&cm->timers, &c->hold_timer, cm->now + cm->cfg.listen_grace_ms)) {
+		free(h);
+		return false;
+	}
+	h->conn = c;
+	h->dev_id = rx->dev_id;
+	memcpy(h->sgid, rx->sgid, 16);
+	memcpy(h->dgid, rx->dgid, 16);
+	h->msg = *m;
+	c->held = h;
+	cm_list_add_tail(&cm->held, &h->node);
+	cm->stats.held++;
+	cm_note(cm, "%s 0x%08x for service 0x%llx: nobody listens yet, held %u ms",
+		m->hdr.attr_id == UROCE_CM_ATTR_REQ ? "REQ" : "SIDR_REQ", c->remote_id,
+		(unsigned long long)c->service_id, cm->cfg.listen_grace_ms);
+	return true;
+}
+
+/* Take the held request off its connection; the caller owns (and frees) it. */
+static struct cm_held *unhold(struct uroce_cm *cm, struct cm_conn *c)
+{
+	struct cm_held *h = c->held;
+
+	if (h) {
+		cm_timer_cancel(&cm->timers, &c->hold_timer);
+		cm_list_del(&h->node);
+		c->held = NULL;
+	}
+	return h;
+}
+
+/* Match a held request again, for good: a listener takes it or it is refused. */
+static void release(struct uroce_cm *cm, struct cm_conn *c)
+{
+	struct cm_held *h = unhold(cm, c);
+	struct uroce_cm_rx rx;
+
+	if (!h)
+		return;
+	memset(&rx, 0, sizeof(rx));
+	rx.dev_id = h->dev_id;
+	memcpy(rx.sgid, h->sgid, 16);
+	memcpy(rx.dgid, h->dgid, 16);
+	if (h->msg.hdr.attr_id == UROCE_CM_ATTR_REQ)
+		req_match(cm, c, &rx, &h->msg, false);
+	else
+		sidr_match(cm, c, &rx, &h->msg, false);
+	free(h);
+}
+
+static uint64_t held_sid(const struct cm_held *h)
+{
+	return h->msg.hdr.attr_id == UROCE_CM_ATTR_REQ ? h->msg.u.req.service_id
+						       : h->msg.u.sidr_req.service_id;
+}
+
+void ib_held_rematch(struct uroce_cm *cm)
+{
+	/* One at a time, from the oldest: what a match does may change the list. */
+	for (;;) {
+		struct cm_conn *found = NULL;
+
+		cm_list_each(p, &cm->held) {
+			struct cm_held *h = cm_container_of(p, struct cm_held, node);
+
+			if (cma_ib_listening(cm, h->dev_id, held_sid(h))) {
+				found = h->conn;
+				break;
+			}
+		}
+		if (!found)
+			return;
+		cm->stats.held_matched++;
+		release(cm, found);
+	}
+}
+
+unsigned ib_held_count(const struct uroce_cm *cm)
+{
+	unsigned n = 0;
+
+	cm_list_each(p, &cm->held)
+		n++;
+	return n;
+}
+
 static void rx_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const struct uroce_cm_msg *m)
 {
 	const struct uroce_cm_req *q = &m->u.req;
-	const struct cm_devent *d = cm_dev(cm, rx->dev_id);
 	struct cm_conn *c, *other;
-	struct uroce_cm_route rt;
-	struct sockaddr_storage to, from;
-	int idx, r;
 
 	c = ib_conn_new(cm, rx->dev_id);
 	if (!c) {
@@ -1111,8 +1225,27 @@ static void rx_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const stru
 	}
 	cm_htab_add(&cm->remote_ids, &c->by_remote, remote_key(c->remote_id, c->remote_guid));
 	cm_htab_add(&cm->remote_qpns, &c->by_qpn, qpn_key(c->remote_qpn, c->remote_guid));
+	req_match(cm, c, rx, m, true);
+}
 
+/* The rest of a REQ in REQ_RCVD, in the remote tables: its listener, the path back,
+ * the MTU, then rdma_cm.  With may_hold, a REQ nobody listens for is held (above). */
+static void req_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_rx *rx,
+		      const struct uroce_cm_msg *m, bool may_hold)
+{
+	const struct uroce_cm_req *q = &m->u.req;
+	const struct cm_devent *d = cm_dev(cm, rx->dev_id);
+	struct uroce_cm_route rt;
+	struct sockaddr_storage to, from;
+	int idx, r;
+
+	if (!d) {
+		ib_conn_free(cm, c);
+		return;
+	}
 	if (!cma_ib_listening(cm, rx->dev_id, q->service_id)) {
+		if (may_hold && hold(cm, c, rx, m))
+			return;
 		cm_note(cm, "REQ 0x%08x for service 0x%llx: nobody listens", q->local_comm_id,
 			(unsigned long long)q->service_id);
 		ib_conn_free(cm, c);
@@ -1269,7 +1402,7 @@ static void rx_sidr_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const
 	const struct uroce_cm_sidr_req *q = &m->u.sidr_req;
 	const struct cm_devent *d = cm_dev(cm, rx->dev_id);
 	struct cm_conn *c;
-	int r, idx = gid_index(d, rx->dgid);
+	int idx = gid_index(d, rx->dgid);
 
 	/* A duplicate (same request ID from the same source) while the first is
 	 * processed is dropped (cm.c cm_insert_remote_sidr; keyed by the source GID
@@ -1295,7 +1428,17 @@ static void rx_sidr_req(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const
 	c->av.sgid_index = idx < 0 ? 0 : (uint32_t)idx;
 	c->state = IB_SIDR_REQ_RCVD;
 	cm_htab_add(&cm->sidr_reqs, &c->by_sidr, sidr_key(c->remote_id, c->sidr_src));
-	if (!cma_ib_listening(cm, rx->dev_id, q->service_id)) {
+	sidr_match(cm, c, rx, m, true);
+}
+
+static void sidr_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_rx *rx,
+		       const struct uroce_cm_msg *m, bool may_hold)
+{
+	int r;
+
+	if (!cma_ib_listening(cm, rx->dev_id, m->u.sidr_req.service_id)) {
+		if (may_hold && hold(cm, c, rx, m))
+			return;
 		ib_send_sidr_rep(cm, c, (uint8_t)uroce_cm_fail_info(UROCE_CM_FAIL_SIDR_NO_LISTENER)->reason,
 				 0, 0, NULL, 0);
 		ib_conn_free(cm, c);
@@ -1490,6 +1633,8 @@ void uroce_cm_tick(struct uroce_cm *cm, uint64_t now)
 
 		if (t->kind == CM_T_SEND)
 			send_timeout(cm, c);
+		else if (t->kind == CM_T_HOLD)
+			release(cm, c);     /* the grace is over: matched or refused now */
 		else
 			timewait_end(cm, c);
 	}

@@ -565,6 +565,22 @@ int uroced_cm_init(struct uroced *d)
 			cfg.bindv6only = 0;
 		fclose(f);
 	}
+	/* How long a REQ that finds no listener waits for one (docs/cm.md, "Requests
+	 * before their listener"); 0 refuses at once as Linux does. */
+	{
+		const char *env = getenv("UROCE_CM_LISTEN_GRACE_MS");
+		char *end;
+		unsigned long v;
+
+		if (env && *env) {
+			errno = 0;
+			v = strtoul(env, &end, 10);
+			if (!errno && !*end && v <= 60000)
+				cfg.listen_grace_ms = (uint32_t)v;
+			else
+				uroced_log("ignoring UROCE_CM_LISTEN_GRACE_MS=%s (0..60000 ms)", env);
+		}
+	}
 	g->tx4 = g->tx6 = g->tfd = -1;
 	g->armed = -2;
 	d->cm = g;

@@ -250,6 +250,11 @@ struct uroce_cm_stats {
 	uint64_t drop[16];              /* by reason (enum uroce_cm_drop in src/cm) */
 	uint64_t ev_lost;               /* events dropped (full queue, closed channel) */
 	uint32_t ids, listeners, connections, timewait;  /* gauges */
+	/* REQs and SIDR_REQs that found no listener and waited the listen grace period
+	 * for one (docs/cm.md): all of them, those a listener then took, and how many
+	 * wait now (a gauge). */
+	uint64_t held, held_matched;
+	uint32_t held_now, resv;
 };
 
 struct uroce_cm_reply {

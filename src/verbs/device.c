@@ -617,8 +617,10 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 	uroce_device_info(ctx->dev, &info);
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "uroce %s", UROCE_VERSION_STRING);
-	a->node_guid = htobe64(info.node_guid);
-	a->sys_image_guid = htobe64(info.node_guid);
+	/* info.node_guid is already big-endian (its bytes are the EUI-64, ipc.h), as
+	 * ibv_device_attr.node_guid is: no conversion (ibv_devinfo prints be64toh). */
+	a->node_guid = (__be64)info.node_guid;
+	a->sys_image_guid = (__be64)info.node_guid;
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = 0xFFFFF000;       /* any page size from 4 KiB: memory is plain VA */
 	a->vendor_id = UROCE_VENDOR_ID;

@@ -14,7 +14,8 @@
  *   bits 6-7  then let 0 / 5 / 70 / 100 s pass (retransmissions, timeouts, timewait)
  * Checked: no crash, leak or undefined behaviour (ASan/UBSan), and the accounting:
  * the datagram is counted exactly once, as a recognised CM message (mad_rcvd) or as a
- * drop before recognition.  Build: CC=clang cmake -DUROCE_FUZZ=ON; ctest -L fuzz.
+ * drop before recognition; no request is still held for a listener once the listen
+ * grace period has passed.  Build: CC=clang cmake -DUROCE_FUZZ=ON; ctest -L fuzz.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -179,6 +180,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (counted(&after) - counted(&before) != 1)
 		abort();  /* a datagram not counted exactly once */
 	sim_advance(n, wait[flags >> 6]);
+	/* A request held for its listener is matched or refused once the grace is over. */
+	if (wait[flags >> 6] >= UROCE_CM_LISTEN_GRACE_MS)
+		for (unsigned h = 0; h < n->nhosts; h++)
+			if (ib_held_count(n->h[h].cm))
+				abort();
 	/* Every queued event is a well-formed record. */
 	for (unsigned h = 0; h < n->nhosts; h++) {
 		uint32_t chs[16];

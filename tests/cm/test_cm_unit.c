@@ -330,10 +330,27 @@ static void test_no_listener(void **state)
 	x = sim_create(p.a, p.cha, RDMA_PS_TCP, IBV_QPT_RC);
 	assert_int_equal(sim_resolve_addr(p.a, x, NULL, "192.0.2.10", 9999), 0);
 	assert_int_equal(sim_resolve_route(p.a, x), 0);
+	while (sim_event(p.a, p.cha, &ev))
+		;
 	assert_int_equal(sim_connect(p.a, x, 0x40, NULL, 0), 0);
+	/* Held for the listen grace period first (a listener may be on its way), then
+	 * refused exactly when it ends. */
+	sim_run(&p.n);
+	assert_int_equal(sim_stats(p.b).held_now, 1);
+	assert_true(uroce_cm_busy(p.b->cm));              /* the daemon does not idle out */
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS - 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REJ), 0);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	sim_advance(&p.n, 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REJ), 1);
 	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_REJECTED, &ev));
 	assert_int_equal(ev.status, uroce_cm_fail_info(UROCE_CM_FAIL_NO_LISTENER)->reason);
 	assert_int_equal(ev.status, 8);
+	assert_int_equal(sim_stats(p.b).held, 1);
+	assert_int_equal(sim_stats(p.b).held_matched, 0);
+	assert_int_equal(sim_stats(p.b).held_now, 0);
+	assert_int_equal(sim_stats(p.b).rej_sent[8], 1);
+	assert_false(uroce_cm_busy(p.b->cm));             /* nothing left behind */
 	/* cm_issue_rej(): REJ of the REQ, the REQ's ID as remote, TID echoed. */
 	{
 		struct uroce_cm_msg req, rej;
@@ -348,6 +365,217 @@ static void test_no_listener(void **state)
 	/* Nothing retransmits after a REJ. */
 	sim_advance(&p.n, 100000);
 	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_REQ), 1);
+	sim_fini(&p.n);
+
+	/* listen_grace_ms 0: refused at once, as Linux does. */
+	{
+		struct uroce_cm_config cfg;
+
+		uroce_cm_config_default(&cfg);
+		cfg.listen_grace_ms = 0;
+		pair_init(&p, &cfg);
+		x = sim_create(p.a, p.cha, RDMA_PS_TCP, IBV_QPT_RC);
+		assert_int_equal(sim_resolve_addr(p.a, x, NULL, "192.0.2.10", 9999), 0);
+		assert_int_equal(sim_resolve_route(p.a, x), 0);
+		assert_int_equal(sim_connect(p.a, x, 0x40, NULL, 0), 0);
+		assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_REJECTED, &ev));
+		assert_int_equal(ev.status, 8);
+		assert_int_equal(sim_stats(p.b).held, 0);
+		sim_fini(&p.n);
+	}
+}
+
+/* ---- requests before their listener (qperf, perftest -R) ----------------------------------- */
+
+/* A's REQ (or SIDR_REQ) to B:PORT while nobody listens there yet. */
+static void early_request(struct pair *p, const struct uroce_cm_config *cfg, uint32_t ps)
+{
+	uint32_t qpt = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+	struct uroce_cm_event ev;
+
+	pair_init(p, cfg);
+	p->x = sim_create(p->a, p->cha, ps, qpt);
+	assert_int_equal(sim_resolve_addr(p->a, p->x, NULL, "192.0.2.10", PORT), 0);
+	assert_int_equal(sim_resolve_route(p->a, p->x), 0);
+	while (sim_event(p->a, p->cha, &ev))
+		;
+	assert_int_equal(sim_connect(p->a, p->x, 0x2f, "early", 5), 0);
+	sim_run(&p->n);
+	assert_int_equal(sim_stats(p->b).held_now, 1);
+}
+
+/* qperf's order: bind, (the port goes to the client, whose REQ arrives), listen. */
+static uint32_t late_listener(struct pair *p, uint32_t ps)
+{
+	uint32_t qpt = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+
+	p->l = sim_create(p->b, p->chb, ps, qpt);
+	assert_int_equal(sim_bind(p->b, p->l, "0.0.0.0", PORT), 0);
+	sim_run(&p->n);
+	assert_int_equal(sim_stats(p->b).held_now, 1);    /* bound is not listening */
+	return p->l;
+}
+
+static void test_held_then_matched(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	uint64_t t0;
+
+	(void)state;
+	early_request(&p, NULL, RDMA_PS_TCP);
+	t0 = p.n.now;
+	sim_advance(&p.n, 120);
+	late_listener(&p, RDMA_PS_TCP);
+	assert_int_equal(sim_listen(p.b, p.l, 8), 0);
+	sim_run(&p.n);
+	/* The listener takes it at once: CONNECT_REQUEST with the REQ's data. */
+	assert_true(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(ev.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+	assert_int_equal(ev.handle, p.l);
+	assert_memory_equal(ev.param.conn.private_data, "early", 5);
+	assert_int_equal(ev.param.conn.qp_num, 0x2f);
+	p.y = ev.new_handle;
+	assert_int_equal(p.n.now, t0 + 120);
+	assert_int_equal(sim_stats(p.b).held, 1);
+	assert_int_equal(sim_stats(p.b).held_matched, 1);
+	assert_int_equal(sim_stats(p.b).held_now, 0);
+	/* The grace's end changes nothing now. */
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REJ), 0);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	/* ... and the connection is like any other. */
+	assert_int_equal(sim_accept(p.b, p.y, 0x3d, NULL, 0), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_CONNECT_RESPONSE, &ev));
+	assert_int_equal(ev.param.conn.qp_num, 0x3d);
+	assert_int_equal(sim_accept(p.a, p.x, 0, NULL, 0), 0);
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_ESTABLISHED, &ev));
+	assert_int_equal(sim_stats(p.b).mad_rcvd[0], 1);  /* one REQ, counted once */
+	assert_int_equal(sim_stats(p.b).drops, 0);
+	sim_fini(&p.n);
+
+	/* SIDR: the same, the UD listener answers with its QPN and Q_Key. */
+	early_request(&p, NULL, RDMA_PS_UDP);
+	sim_advance(&p.n, 50);
+	late_listener(&p, RDMA_PS_UDP);
+	assert_int_equal(sim_listen(p.b, p.l, 8), 0);
+	sim_run(&p.n);
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_CONNECT_REQUEST, &ev));
+	assert_int_equal(sim_accept(p.b, ev.new_handle, 0x3e, NULL, 0), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_ESTABLISHED, &ev));
+	assert_int_equal(ev.param.ud.qp_num, 0x3e);
+	assert_int_equal(sim_stats(p.b).held_matched, 1);
+	sim_fini(&p.n);
+
+	/* A listener on another port or port space does not take it. */
+	early_request(&p, NULL, RDMA_PS_TCP);
+	{
+		uint32_t other = sim_create(p.b, p.chb, RDMA_PS_IB, IBV_QPT_RC);
+
+		assert_int_equal(sim_bind(p.b, other, "0.0.0.0", PORT), 0);
+		assert_int_equal(sim_listen(p.b, other, 8), 0);
+	}
+	sim_run(&p.n);
+	assert_int_equal(sim_stats(p.b).held_now, 1);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_REJECTED, &ev));
+	assert_int_equal(ev.status, 8);
+	sim_fini(&p.n);
+}
+
+static void test_held_then_rejected(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+
+	(void)state;
+	/* Bound but never listening: REJ 8 when the grace ends, not before. */
+	early_request(&p, NULL, RDMA_PS_TCP);
+	late_listener(&p, RDMA_PS_TCP);
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS - 1);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	sim_advance(&p.n, 1);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_REJECTED, &ev));
+	assert_int_equal(ev.status, 8);
+	/* A listener after the refusal finds nothing. */
+	assert_int_equal(sim_listen(p.b, p.l, 8), 0);
+	sim_run(&p.n);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	sim_fini(&p.n);
+
+	/* SIDR: SIDR_REP status 1 (unsupported) when the grace ends. */
+	early_request(&p, NULL, RDMA_PS_UDP);
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS - 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_SIDR_REP), 0);
+	sim_advance(&p.n, 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_SIDR_REP), 1);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_UNREACHABLE, &ev));
+	assert_int_equal(ev.status, uroce_cm_fail_info(UROCE_CM_FAIL_SIDR_NO_LISTENER)->reason);
+	assert_int_equal(ev.status, 1);
+	assert_false(uroce_cm_busy(p.b->cm));
+	sim_fini(&p.n);
+
+	/* The active side gives up first (destroys its id: REJ Timeout): the held REQ
+	 * goes with it, and a listener afterwards gets nothing. */
+	early_request(&p, NULL, RDMA_PS_TCP);
+	assert_int_equal(sim_destroy(p.a, p.x, NULL), 0);
+	sim_run(&p.n);
+	assert_int_equal(sim_stats(p.b).rej_rcvd[UROCE_CM_REJ_TIMEOUT], 1);
+	assert_int_equal(sim_stats(p.b).held_now, 0);
+	p.l = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_bind(p.b, p.l, "0.0.0.0", PORT), 0);
+	assert_int_equal(sim_listen(p.b, p.l, 8), 0);
+	sim_run(&p.n);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REJ), 0);
+	sim_fini(&p.n);
+}
+
+/* The REQ retransmitted while it is held is a duplicate: counted, not held twice,
+ * one CONNECT_REQUEST once the listener comes; the MRA after that as usual. */
+static void test_held_retransmitted(void **state)
+{
+	struct uroce_cm_config cfg;
+	struct pair p;
+	struct uroce_cm_event ev;
+
+	(void)state;
+	uroce_cm_config_default(&cfg);
+	cfg.listen_grace_ms = 10000;           /* longer than the REQ's 6144 ms */
+	early_request(&p, &cfg, RDMA_PS_TCP);
+	sim_advance(&p.n, 6144);
+	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_REQ), 2);
+	assert_int_equal(sim_stats(p.b).mad_rcvd[0], 2);
+	assert_int_equal(sim_stats(p.b).drop[UROCE_CM_DROP_DUPLICATE], 1);
+	assert_int_equal(sim_stats(p.b).held, 1);
+	assert_int_equal(sim_stats(p.b).held_now, 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_MRA), 0);   /* nobody was told */
+	late_listener(&p, RDMA_PS_TCP);
+	assert_int_equal(sim_listen(p.b, p.l, 8), 0);
+	sim_run(&p.n);
+	assert_true(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(ev.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	/* The consumer is slow now: the next retransmission gets the MRA. */
+	sim_advance(&p.n, 6144);
+	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_REQ), 3);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_MRA), 1);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(sim_stats(p.b).held, 1);
+	assert_int_equal(sim_stats(p.b).held_matched, 1);
+	sim_fini(&p.n);
+
+	/* SIDR: the SIDR_REQ retransmitted (4096 ms) while held is dropped too. */
+	early_request(&p, &cfg, RDMA_PS_UDP);
+	sim_advance(&p.n, 4096);
+	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_SIDR_REQ), 2);
+	assert_int_equal(sim_stats(p.b).drop[UROCE_CM_DROP_DUPLICATE], 1);
+	assert_int_equal(sim_stats(p.b).held_now, 1);
+	sim_advance(&p.n, 10000 - 4096);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_UNREACHABLE, &ev));
+	assert_int_equal(ev.status, 1);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_SIDR_REP), 1);
 	sim_fini(&p.n);
 }
 
@@ -522,6 +750,39 @@ static void test_dreq_crossing(void **state)
 	sim_advance(&p.n, 30000);
 	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_DREQ), 1);
 	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_DREQ), 1);
+	assert_false(uroce_cm_busy(p.a->cm));
+	sim_fini(&p.n);
+}
+
+/* rping's client: rdma_disconnect, then rdma_destroy_id before the DREP is back.
+ * The connection waits out timewait without its id; the DREP that comes then finds it
+ * in TIMEWAIT and is counted as Linux counts it (cm_drep_handler: CM_RECV_DUPLICATES),
+ * with no event for the id that is gone.  (The "drops 1" of cm_apps_veth_rping-persistent.) */
+static void test_late_drep(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	uint32_t events;
+
+	(void)state;
+	pair_init(&p, NULL);
+	pair_establish(&p);
+	while (sim_event(p.a, p.cha, &ev))
+		;
+	assert_int_equal(sim_disconnect(p.a, p.x), 0);
+	assert_int_equal(sim_destroy(p.a, p.x, &events), 0);   /* before the DREP */
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_DISCONNECTED, &ev));
+	assert_int_equal(sim_disconnect(p.b, p.y), 0);          /* the DREP */
+	sim_run(&p.n);
+	assert_int_equal(sim_stats(p.a).mad_rcvd[UROCE_CM_ATTR_DREP - UROCE_CM_ATTR_REQ], 1);
+	assert_int_equal(sim_stats(p.a).drop[UROCE_CM_DROP_DUPLICATE], 1);
+	assert_int_equal(sim_stats(p.a).drops, 1);
+	assert_int_equal(sim_stats(p.a).timewait, 1);
+	assert_false(sim_event(p.a, p.cha, &ev));
+	/* Timewait ends quietly (no id to tell), and nothing is left. */
+	sim_advance(&p.n, 2048);
+	assert_int_equal(sim_stats(p.a).timewait, 0);
+	assert_false(sim_event(p.a, p.cha, &ev));
 	assert_false(uroce_cm_busy(p.a->cm));
 	sim_fini(&p.n);
 }
@@ -722,6 +983,7 @@ static void test_sidr_failures(void **state)
 	assert_int_equal(sim_resolve_addr(p.a, x, NULL, "192.0.2.10", 9), 0);
 	assert_int_equal(sim_resolve_route(p.a, x), 0);
 	assert_int_equal(sim_connect(p.a, x, 0x40, NULL, 0), 0);
+	sim_advance(&p.n, UROCE_CM_LISTEN_GRACE_MS);     /* held first (test_held_*) */
 	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_UNREACHABLE, &ev));
 	assert_int_equal(ev.status, 1);
 	sim_fini(&p.n);
@@ -1648,12 +1910,16 @@ int main(void)
 		cmocka_unit_test(test_connect_accept),
 		cmocka_unit_test(test_reject),
 		cmocka_unit_test(test_no_listener),
+		cmocka_unit_test(test_held_then_matched),
+		cmocka_unit_test(test_held_then_rejected),
+		cmocka_unit_test(test_held_retransmitted),
 		cmocka_unit_test(test_req_timeout),
 		cmocka_unit_test(test_mra_for_slow_consumer),
 		cmocka_unit_test(test_rep_timeout),
 		cmocka_unit_test(test_dreq_timeout),
 		cmocka_unit_test(test_dreq_crossing),
 		cmocka_unit_test(test_dreq_checks),
+		cmocka_unit_test(test_late_drep),
 		cmocka_unit_test(test_replayed_rep),
 		cmocka_unit_test(test_stale_connection),
 		cmocka_unit_test(test_sidr),

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cm/cm.h"
 #include "ipc/cm_proto.h"
 #include "ipc/ipc.h"
 
@@ -71,6 +72,13 @@ static void print_stats(const struct uroce_cm_stats *st)
 	printf("cm: retransmits %llu timeouts %llu drops %llu events lost %llu\n",
 	       (unsigned long long)st->retransmits, (unsigned long long)st->timeouts,
 	       (unsigned long long)st->drops, (unsigned long long)st->ev_lost);
+	for (unsigned i = 0; i < UROCE_CM_NDROPS; i++)
+		if (st->drop[i])
+			printf("cm: drop %s %llu (%s)\n", uroce_cm_drop_name(i),
+			       (unsigned long long)st->drop[i], uroce_cm_drop_desc(i));
+	/* Requests that came before their listener (docs/cm.md). */
+	printf("cm: held %llu matched %llu waiting %u\n", (unsigned long long)st->held,
+	       (unsigned long long)st->held_matched, st->held_now);
 }
 
 int main(int argc, char **argv)

@@ -15,6 +15,8 @@ IPC_TEST=$2
 . "$(dirname "$0")/lib.sh"
 
 ip link add va type veth peer name vb || { echo "cannot create veth"; exit 1; }
+# A known MAC: the node GUID is its modified EUI-64 (50:54:00:ff:fe:12:34:56), as rxe's.
+ip link set va address 52:54:00:12:34:56
 ip addr add 192.0.2.1/24 dev va
 ip -6 addr add 2001:db8::1/64 dev va nodad
 ip link set va up
@@ -35,6 +37,13 @@ expect_eq "IPv4 first" "$($UROCE link show uroce1 -d | awk '$1 == "gid" && $2 ==
 # (/sys still shows the parent namespace's netdevs: ask ip.)
 expect_eq "mac" "$($UROCE link show uroce1 -d | field mac)" "$(ip -o link show va | field link/ether)"
 expect_eq "mtu" "$($UROCE link show uroce1 -d | field mtu)" "$(ip -o link show va | field mtu)"
+# The node GUID reads the same everywhere, in the order Linux prints it (ibv_devinfo
+# prints be64toh of ibv_device_attr.node_guid; /sys/class/infiniband/*/node_guid).
+expect_eq "node_guid (link show)" "$($UROCE link show uroce1 -d | field node_guid)" "5054:00ff:fe12:3456"
+expect_eq "node_guid (ibv_devinfo)" \
+	"$($UROCE run ibv_devinfo -d uroce1 | awk '$1 == "node_guid:" { print $2 }')" "5054:00ff:fe12:3456"
+expect_eq "node_guid (sysfs under uroce run)" \
+	"$($UROCE run cat /sys/class/infiniband/uroce1/node_guid)" "5054:00ff:fe12:3456"
 
 # Changes on the netdev show up in the next query.
 ip addr add 192.0.2.7/24 dev va

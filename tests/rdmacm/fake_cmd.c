@@ -1,7 +1,10 @@
 /* fake_cmd.c — see fake_cmd.h.  A model of the kernel's rdma_cm for ids of one
  * process on one host, enough to drive every path of librdmacm.so.1, plus a relay of
  * everything else to a real uroced.  It is a test fixture, not the daemon: no wire,
- * no timers, one device (uroce0), loopback addresses.
+ * one device (uroce0), loopback addresses.  One timer, as uroced has it: a CONNECT
+ * that finds no listener waits FAKE_LISTEN_GRACE_MS for one (a LISTEN on its port
+ * takes it) before it is REJECTED 8 (docs/cm.md, "Requests before their listener"),
+ * so that Debian's qperf and perftest, which race their own listen, run on the fake.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -24,6 +27,7 @@
 #define MAX_CHANS 128
 #define MAX_CONNS 128
 #define MAX_MC 8
+#define FAKE_LISTEN_GRACE_MS 300
 
 enum {
 	F_IDLE, F_BOUND, F_ADDR, F_ROUTE, F_LISTEN, F_CONNECT, F_ESTAB, F_DISC_SENT, F_DISC,
@@ -34,6 +38,7 @@ struct fid {
 	bool used;
 	bool named;                  /* a command has named it (new ids) */
 	bool passive, accepted, rep_rcvd;
+	bool held;                   /* CONNECT waiting for its listener */
 	uint32_t handle, channel, ps, qp_type;
 	int cmd_fd;                  /* the command connection that owns it */
 	int state;
@@ -287,10 +292,55 @@ static int do_init_qp_attr(struct fid *f, uint32_t state, struct ibv_qp_attr *a,
 	}
 }
 
+static int deliver(struct fid *a, struct fid *l);
+
+/* The grace's end: still no listener, REJ 8 (invalid service ID). */
+static void *hold_timer(void *arg)
+{
+	uint32_t handle = (uint32_t)(uintptr_t)arg;
+	struct fid *a;
+
+	usleep(FAKE_LISTEN_GRACE_MS * 1000);
+	pthread_mutex_lock(&F.lock);
+	a = fid_find(handle);
+	if (a && a->held) {
+		a->held = false;
+		emit(a, RDMA_CM_EVENT_REJECTED, 8);
+	}
+	pthread_mutex_unlock(&F.lock);
+	return NULL;
+}
+
+static int hold(struct fid *a)
+{
+	pthread_t t;
+
+	a->held = true;
+	if (pthread_create(&t, NULL, hold_timer, (void *)(uintptr_t)a->handle)) {
+		a->held = false;
+		emit(a, RDMA_CM_EVENT_REJECTED, 8);
+		return 0;
+	}
+	pthread_detach(t);
+	return 0;
+}
+
+/* A LISTEN: the CONNECTs waiting for it go on. */
+static void match_held(struct fid *l)
+{
+	for (int i = 0; i < MAX_IDS; i++) {
+		struct fid *a = &F.ids[i];
+
+		if (a->used && a->held && a->ps == l->ps && port_of(&l->src) == port_of(&a->dst)) {
+			a->held = false;
+			deliver(a, l);
+		}
+	}
+}
+
 static int do_connect(struct fid *a, const struct uroce_cm_conn *c)
 {
-	struct uroce_cm_event ev;
-	struct fid *l = NULL, *p;
+	struct fid *l = NULL;
 
 	if (a->state != F_ROUTE)
 		return -EINVAL;
@@ -310,10 +360,18 @@ static int do_connect(struct fid *a, const struct uroce_cm_conn *c)
 		    port_of(&f->src) == port_of(&a->dst))
 			l = f;
 	}
-	if (!l) {
-		emit(a, RDMA_CM_EVENT_REJECTED, 8);    /* no listener: REJ invalid service ID */
-		return 0;
-	}
+	if (!l)
+		return hold(a);
+	return deliver(a, l);
+}
+
+/* The CONNECT_REQUEST of a's CONNECT (a->conn) on listener l. */
+static int deliver(struct fid *a, struct fid *l)
+{
+	const struct uroce_cm_conn *c = &a->conn;
+	struct uroce_cm_event ev;
+	struct fid *p;
+
 	p = fid_new();
 	if (!p)
 		return -ENOMEM;
@@ -621,6 +679,7 @@ static int dispatch(int fd, const struct uroce_cm_cmd *cmd, struct uroce_cm_repl
 		if (f->state != F_BOUND)
 			return -EINVAL;
 		f->state = F_LISTEN;
+		match_held(f);
 		return 0;
 	case UROCE_CM_OP_CONNECT:
 		return do_connect(f, &cmd->u.conn);

@@ -20,7 +20,9 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -671,6 +673,140 @@ static void test_destroy_waits_for_ack(void **state)
 	assert_int_equal(rdma_destroy_id(p.client), 0);
 	rdma_destroy_event_channel(p.sch);
 	rdma_destroy_event_channel(p.cch);
+}
+
+/*
+ * rping's CM thread and a destroyed channel (rdmacm-utils 44's rping.c): the thread
+ * loops on rdma_get_cm_event / handle / rdma_ack_cm_event, while main, after the
+ * DISCONNECTED, destroys the QP, the id and the channel and returns.  The thread may
+ * already be blocked in rdma_get_cm_event, or re-enter it after the destroy (upstream
+ * fixed the program in 2025, rdma-core f3ae6534a).  With the kernel a blocked read
+ * of the rdma_cm fd stays blocked; uroce must do the same in both orders, never
+ * touch freed memory, and never read the socket that takes the fd's number next.
+ */
+struct cm_thread_arg {
+	struct rdma_event_channel *ch;
+	sem_t disconnected;        /* rping's cb->sem after DISCONNECTED */
+	sem_t reenter;             /* the test's: the destroy happened */
+	bool hold;                 /* wait for `reenter` after the ack (the losing order) */
+	atomic_int returned;       /* rdma_get_cm_event came back with an error */
+	int err;
+};
+
+static void *rping_cm_thread(void *arg)
+{
+	struct cm_thread_arg *t = arg;
+
+	for (;;) {
+		struct rdma_cm_event *ev;
+		enum rdma_cm_event_type type;
+
+		if (rdma_get_cm_event(t->ch, &ev)) {
+			t->err = errno;
+			atomic_store(&t->returned, 1);
+			return NULL;
+		}
+		type = ev->event;
+		if (type == RDMA_CM_EVENT_DISCONNECTED)
+			sem_post(&t->disconnected);
+		rdma_ack_cm_event(ev);
+		if (type == RDMA_CM_EVENT_DISCONNECTED && t->hold)
+			sem_wait(&t->reenter);
+	}
+}
+
+static void destroyed_channel_case(bool hold)
+{
+	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
+	struct cm_thread_arg t = { .hold = hold };
+	struct rdma_event_channel *ch2, *extra[8];
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id2;
+	int n;
+	struct timespec ts;
+	struct pair p = { 0 };
+	pthread_t th;
+	int old_fd;
+
+	sem_init(&t.disconnected, 0, 0);
+	sem_init(&t.reenter, 0, 0);
+	pair_request(&p, RDMA_PS_TCP, true, &cp);
+	assert_int_equal(rdma_accept(p.server, NULL), 0);
+	rdma_ack_cm_event(expect_event(p.cch, RDMA_CM_EVENT_ESTABLISHED, 2000));
+	rdma_ack_cm_event(expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED, 2000));
+	t.ch = p.cch;
+	assert_int_equal(pthread_create(&th, NULL, rping_cm_thread, &t), 0);
+	pthread_detach(th);         /* it never comes back: the process's exit ends it */
+	assert_int_equal(rdma_disconnect(p.client), 0);
+	rdma_ack_cm_event(expect_event(p.sch, RDMA_CM_EVENT_DISCONNECTED, 2000));
+	assert_int_equal(rdma_disconnect(p.server), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 2;
+	assert_int_equal(sem_timedwait(&t.disconnected, &ts), 0);
+	/* main: rping_free_qp, rdma_destroy_id (waits for the ack), the channel */
+	rdma_destroy_qp(p.client);
+	assert_int_equal(rdma_destroy_id(p.client), 0);
+	if (!hold)
+		usleep(100 * 1000);         /* the thread is in recv() by now */
+	old_fd = p.cch->fd;
+	rdma_destroy_event_channel(p.cch);
+	/* A new channel takes the number (the lowest free one: the QP's CQ channels
+	 * freed lower ones first); a record waits in it. */
+	for (n = 0; n < 8; n++) {
+		extra[n] = rdma_create_event_channel();
+		assert_non_null(extra[n]);
+		if (extra[n]->fd == old_fd)
+			break;
+	}
+	assert_true(n < 8);
+	ch2 = extra[n];
+	assert_int_equal(rdma_create_id(ch2, &id2, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(fake_emit(fake_last_handle(), RDMA_CM_EVENT_TIMEWAIT_EXIT, 0), 0);
+	usleep(50 * 1000);
+	sem_post(&t.reenter);
+	usleep(300 * 1000);
+	if (atomic_load(&t.returned))
+		fail_msg("rdma_get_cm_event on the destroyed channel returned: %s",
+			 strerror(t.err));
+	/* the record is still ch2's: the destroyed channel's reader did not take it */
+	ev = expect_event(ch2, RDMA_CM_EVENT_TIMEWAIT_EXIT, 2000);
+	assert_ptr_equal(ev->id, id2);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_destroy_id(id2), 0);
+	for (int i = 0; i <= n; i++)
+		rdma_destroy_event_channel(extra[i]);
+	rdma_destroy_qp(p.server);
+	assert_int_equal(rdma_destroy_id(p.server), 0);
+	assert_int_equal(rdma_destroy_id(p.listen), 0);
+	rdma_destroy_event_channel(p.sch);
+	/* the thread is still parked, holding no lock: the library still works */
+	assert_int_equal(atomic_load(&t.returned), 0);
+}
+
+static void test_destroyed_channel_blocked_reader(void **state)
+{
+	destroyed_channel_case(false);
+}
+
+static void test_destroyed_channel_reentry(void **state)
+{
+	destroyed_channel_case(true);
+}
+
+/* O_NONBLOCK: a read after the destroy is EBADF (a closed fd's answer) at once; a
+ * second destroy is ignored; the fd field no longer names the old number. */
+static void test_destroyed_channel_nonblocking(void **state)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev = NULL;
+
+	assert_non_null(ch);
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	rdma_destroy_event_channel(ch);
+	assert_int_equal(ch->fd, -1);
+	assert_fails(rdma_get_cm_event(ch, &ev), EBADF);
+	assert_null(ev);
+	rdma_destroy_event_channel(ch);
 }
 
 /* Events still in the socket when their id is destroyed are never delivered; a
@@ -1428,6 +1564,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_reject),
 		cmocka_unit_test(test_destroy_waits_for_ack),
 		cmocka_unit_test(test_discard_destroyed),
+		cmocka_unit_test(test_destroyed_channel_blocked_reader),
+		cmocka_unit_test(test_destroyed_channel_reentry),
+		cmocka_unit_test(test_destroyed_channel_nonblocking),
 		cmocka_unit_test(test_private_data_limits),
 		cmocka_unit_test(test_param_validation),
 		cmocka_unit_test(test_set_option),

@@ -67,7 +67,7 @@ UROCE_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 	struct uroce_dev_info info;
 
 	uroce_device_info(uroce_dev_from_ib(device), &info);
-	return htobe64(info.node_guid);
+	return (__be64)info.node_guid;    /* big-endian already (ipc.h) */
 }
 
 UROCE_EXPORT int ibv_get_device_index(struct ibv_device *device)

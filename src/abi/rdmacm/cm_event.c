@@ -124,23 +124,60 @@ int cm_channel_open(bool sync, struct uroce_cm_channel **out)
 	return 0;
 }
 
-void cm_channel_close(struct uroce_cm_channel *ch)
+/*
+ * Shut a channel: no reader ever uses its fd again.  A thread may be inside
+ * rdma_get_cm_event on it (rping's CM thread, blocked in recv() or about to enter it
+ * again after its last ack, while the main thread destroys the id and the channel).
+ * Readers announce themselves (ch->readers, read_socket) before they take the fd,
+ * so the fd is closed only once none is between taking it and leaving recv():
+ * shutdown() makes a blocked recv() return at once, and the number cannot be reused
+ * under a reader by the next socket or file the process opens.
+ */
+static pthread_cond_t readers_gone = PTHREAD_COND_INITIALIZER;
+
+static void channel_shut(struct uroce_cm_channel *ch)
 {
 	struct cm_rec *r, *next;
+	int fl = fcntl(ch->pub.fd, F_GETFL);
+	int fd;
 
-	if (!ch)
-		return;
-	close(ch->pub.fd);
 	pthread_mutex_lock(&cm_lock);
+	ch->closed = true;
+	ch->closed_nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	if (ch->owner != getpid())
+		ch->readers = 0;   /* a fork child: the parent's readers are not here */
+	if (ch->readers) {
+		shutdown(ch->pub.fd, SHUT_RDWR);
+		while (ch->readers)
+			pthread_cond_wait(&readers_gone, &cm_lock);
+	}
 	r = ch->backlog;
 	ch->backlog = ch->backlog_tail = NULL;
+	fd = ch->pub.fd;
+	/* A program that polls channel->fd after destroying it polls nothing rather
+	 * than whatever file takes the number next. */
+	ch->pub.fd = -1;
 	pthread_mutex_unlock(&cm_lock);
+	close(fd);
 	for (; r; r = next) {
 		next = r->next;
 		free(r);
 	}
+}
+
+void cm_channel_close(struct uroce_cm_channel *ch)
+{
+	if (!ch)
+		return;
+	channel_shut(ch);
 	free(ch);
 }
+
+/* Destroyed application channels.  Their structs are never freed: a thread that
+ * re-enters rdma_get_cm_event with the pointer after the destroy must find a channel
+ * marked closed, not freed (or reused) memory.  A few dozen bytes per channel an
+ * application destroys; a sync id's private channel is freed (nobody else has it). */
+static struct uroce_cm_channel *tombstones;
 
 /*
  * Opens an event connection to uroced; its socket is the channel's fd (O_CLOEXEC,
@@ -160,13 +197,29 @@ UROCE_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return &ch->pub;
 }
 
-/* Closes the event connection (the daemon drops the events of its ids) and frees
- * the channel.  As librdmacm, the ids on it must be gone or migrated.  NULL is
- * ignored. */
+/* Closes the event connection (the daemon drops the events of its ids) and keeps
+ * the channel as a tombstone (above): rdma_get_cm_event on it afterwards blocks for
+ * good, as a read blocked on the kernel's rdma_cm fd stays blocked (O_NONBLOCK:
+ * EBADF).  As librdmacm, the ids on it must be gone or migrated.  NULL and a second
+ * destroy are ignored. */
 UROCE_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
-	if (channel)
-		cm_channel_close(cm_chan(channel));
+	struct uroce_cm_channel *ch;
+	bool closed;
+
+	if (!channel)
+		return;
+	ch = cm_chan(channel);
+	pthread_mutex_lock(&cm_lock);
+	closed = ch->closed;
+	pthread_mutex_unlock(&cm_lock);
+	if (closed)
+		return;
+	channel_shut(ch);
+	pthread_mutex_lock(&cm_lock);
+	ch->tomb_next = tombstones;
+	tombstones = ch;
+	pthread_mutex_unlock(&cm_lock);
 }
 
 /* ---- records ------------------------------------------------------------------------ */
@@ -250,11 +303,35 @@ static int read_socket(struct uroce_cm_channel *ch, int flags, struct cm_rec **o
 {
 	for (;;) {
 		struct cm_rec *r = calloc(1, sizeof(*r));
+		bool closed;
 		ssize_t n;
+		int fd, err;
 
 		if (!r)
 			return -ENOMEM;
-		n = recv(ch->pub.fd, &r->ev, sizeof(r->ev), flags | MSG_TRUNC);
+		pthread_mutex_lock(&cm_lock);
+		closed = ch->closed;
+		if (!closed)
+			ch->readers++;
+		fd = ch->pub.fd;
+		pthread_mutex_unlock(&cm_lock);
+		if (closed) {
+			free(r);
+			return -ESHUTDOWN;
+		}
+		n = recv(fd, &r->ev, sizeof(r->ev), flags | MSG_TRUNC);
+		err = errno;
+		pthread_mutex_lock(&cm_lock);
+		if (!--ch->readers && ch->closed)
+			pthread_cond_broadcast(&readers_gone);
+		closed = ch->closed;
+		pthread_mutex_unlock(&cm_lock);
+		if (closed) {
+			/* Destroyed under us: whatever recv() saw (the shutdown's EOF, a
+			 * late record) belongs to nobody now. */
+			free(r);
+			return -ESHUTDOWN;
+		}
 		if (n > 0 && record_ok(&r->ev, n)) {
 			if (r->ev.lost)
 				cm_debug("channel %u: the daemon dropped %u event(s)", ch->number,
@@ -268,9 +345,9 @@ static int read_socket(struct uroce_cm_channel *ch, int flags, struct cm_rec **o
 			return -ECONNRESET;
 		}
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (err == EAGAIN || err == EWOULDBLOCK)
 				return 0;
-			return -errno;
+			return -err;
 		}
 		cm_debug("channel %u: dropped a malformed record (%zd bytes)", ch->number, n);
 	}
@@ -321,7 +398,8 @@ static void take_wake(struct uroce_cm_channel *ch)
 }
 
 /* The next record for rdma_get_cm_event: the backlog first, then the socket
- * (blocking unless the fd is O_NONBLOCK).  -EAGAIN, -ENODEV (dead and drained). */
+ * (blocking unless the fd is O_NONBLOCK).  -EAGAIN, -ENODEV (dead and drained),
+ * -ESHUTDOWN (destroyed meanwhile). */
 static int next_record(struct uroce_cm_channel *ch, struct cm_rec **out)
 {
 	for (;;) {
@@ -649,10 +727,39 @@ static int process(struct uroce_cm_channel *ch, struct cm_rec *r, struct cm_even
 }
 
 /*
+ * A reader of a destroyed channel (a tombstone, rdma_destroy_event_channel): false
+ * if the channel is open.  Otherwise a blocking channel's reader never comes back,
+ * as a read() blocked on the kernel's rdma_cm fd stays blocked when another thread
+ * closes it (the file lives until the read ends, and nothing more comes): rping's
+ * CM thread relies on it, re-entering rdma_get_cm_event after its last ack while
+ * main destroys the channel and returns.  The thread holds no lock and stays
+ * cancellable (pause()).  An O_NONBLOCK channel's reader gets true (EBADF, what a
+ * read of a closed fd says).
+ */
+static bool channel_destroyed(struct uroce_cm_channel *ch)
+{
+	bool closed, nonblock;
+
+	pthread_mutex_lock(&cm_lock);
+	closed = ch->closed;
+	nonblock = ch->closed_nonblock;
+	pthread_mutex_unlock(&cm_lock);
+	if (!closed)
+		return false;
+	if (nonblock)
+		return true;
+	cm_debug("channel %u: read after rdma_destroy_event_channel blocks for good",
+		 ch->number);
+	for (;;)
+		pause();
+}
+
+/*
  * The next event of the channel, as librdmacm delivers it.  Blocks unless the fd is
  * O_NONBLOCK (then -1/EAGAIN when none is there).  -1/ENODEV once the daemon has gone
  * and every id on the channel has had its DEVICE_REMOVAL; -1/EBADF for a channel
- * inherited across fork; -1/EINVAL for NULL arguments.
+ * inherited across fork; -1/EINVAL for NULL arguments.  On a destroyed channel it
+ * never returns (O_NONBLOCK: -1/EBADF), see channel_destroyed().
  */
 UROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 				   struct rdma_cm_event **event)
@@ -666,6 +773,8 @@ UROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 	ch = cm_chan(channel);
 	if (ch->owner != getpid())
 		return cm_err(-EBADF);
+	if (channel_destroyed(ch))
+		return cm_err(-EBADF);
 	evt = malloc(sizeof(*evt));
 	if (!evt)
 		return cm_err(-ENOMEM);
@@ -673,6 +782,11 @@ UROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 		struct cm_rec *r;
 
 		ret = next_record(ch, &r);
+		if (ret == -ESHUTDOWN) {
+			free(evt);
+			channel_destroyed(ch);
+			return cm_err(-EBADF);
+		}
 		if (ret) {
 			free(evt);
 			return cm_err(ret);

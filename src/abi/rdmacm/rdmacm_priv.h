@@ -147,6 +147,10 @@ struct uroce_cm_channel {
 	struct cm_rec *backlog, *backlog_tail;  /* records to hand out before the socket */
 	bool dead;                 /* EOF seen: DEVICE_REMOVAL queued for its ids */
 	uint32_t wakes;            /* WAKE records asked for and not yet read */
+	bool closed;               /* destroyed: no reader touches the fd again */
+	bool closed_nonblock;      /* ... and the fd was O_NONBLOCK then */
+	int readers;               /* threads between taking the fd and leaving recv() */
+	struct uroce_cm_channel *tomb_next;  /* destroyed channels, kept until exit */
 };
 
 static inline struct uroce_cm_channel *cm_chan(struct rdma_event_channel *ch)
@@ -157,12 +161,16 @@ static inline struct uroce_cm_channel *cm_chan(struct rdma_event_channel *ch)
 /* Open an event connection: 0 and the channel, or -errno (-ENODEV: no device or no
  * daemon that speaks the connection manager's protocol). */
 int cm_channel_open(bool sync, struct uroce_cm_channel **out);
+/* Close a channel the library opened itself (a sync id's private one) and free it.
+ * Readers inside recv() are woken and waited for first (see rdma_destroy_event_channel
+ * for the application's channels, which are kept as tombstones instead). */
 void cm_channel_close(struct uroce_cm_channel *ch);
 /* Queue a record on a channel's backlog (cm_lock held). */
 void cm_backlog_push(struct uroce_cm_channel *ch, struct cm_rec *r);
 /* Read one record from a channel's socket, never blocking: 1 and *out (malloc'ed),
- * 0 when nothing is there, -errno, or -ECONNRESET on EOF (then the channel is dead
- * and DEVICE_REMOVAL records are queued for its ids). */
+ * 0 when nothing is there, -errno, -ECONNRESET on EOF (then the channel is dead
+ * and DEVICE_REMOVAL records are queued for its ids), -ESHUTDOWN once the channel
+ * has been destroyed. */
 int cm_channel_read_nb(struct uroce_cm_channel *ch, struct cm_rec **out);
 /* Give a record read from `ch`'s socket to whoever must see it: 1 if it stays on
  * `ch` (the caller processes it), 0 if it was moved to the backlog of *moved_to (an
