@@ -3,12 +3,16 @@
 #
 # Makes a minimal Debian 12 root with debootstrap in DIR (default
 # /var/tmp/uroce-fresh-root, emptied first), clones this repository's committed HEAD into
-# it, and runs ./run-demo.sh and then ./run-tests.sh there in a chroot, as root, with
-# /proc, /sys and /dev mounted and a clean environment: nothing installed but what
-# debootstrap's minbase has, so a package the project forgets to install, or a test that
-# depends on this machine's own setup (a hand-installed tool, a user namespace), fails
-# here even where CI's host has it.  A chroot is also what a container is: the kernel
-# refuses user namespaces to a chrooted process, as Docker's seccomp profile does.
+# it, and runs ./run-demo.sh and then ./run-tests.sh there, as root, with /proc, /sys and
+# /dev mounted and a clean environment: nothing installed but what debootstrap's minbase
+# has, so a package the project forgets to install, or a test that depends on this
+# machine's own setup (a hand-installed tool), fails here even where CI's host has it.
+#
+# The root is entered as a machine or a container runtime has it: the root of a mount
+# namespace of its own (pivot_root), where user namespaces are allowed as on a fresh
+# Debian 12.  Then a chroot check: in a chroot the kernel refuses user namespaces (as
+# Docker's seccomp profile does) and tests/daemon/nsrun.sh must not need one as root
+# (bug 3 of #17): a sample of the namespace tests runs there and must pass.
 #
 # Needs root and debootstrap (scripts/deps.sh ci).  Environment:
 #   FRESH_MIRROR      Debian mirror (default http://deb.debian.org/debian)
@@ -69,10 +73,28 @@ mount --rbind /dev "$dir/dev" && mount --make-rslave "$dir/dev"
 mount -t tmpfs tmpfs "$dir/tmp"
 mount -t tmpfs tmpfs "$dir/run"
 
+clean_env="/usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8
+	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+	CMAKE_ARGS=${FRESH_CMAKE_ARGS:-}"
+# in_root CMD: CMD in the root as its own mount namespace's root (pivot_root; the host's
+# tree detached), so the kernel sees no chroot.
 in_root() {
-	chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		CMAKE_ARGS="${FRESH_CMAKE_ARGS:-}" /bin/sh -c "cd /root/uroce && $1"
+	# shellcheck disable=SC2016
+	unshare --mount --fork /bin/sh -c '
+		set -e
+		cd "$1"
+		mkdir -p .host-root
+		pivot_root . .host-root
+		cd /
+		umount -l /.host-root
+		rmdir /.host-root
+		shift
+		exec $0 /bin/sh -c "cd /root/uroce && $1"' "$clean_env" "$dir" "$1"
+}
+# in_chroot CMD: CMD in a plain chroot of the same root.
+in_chroot() {
+	# shellcheck disable=SC2086
+	chroot "$dir" $clean_env /bin/sh -c "cd /root/uroce && $1"
 }
 rc=0
 t1=$(date +%s)
@@ -84,6 +106,21 @@ if [ $rc -eq 0 ]; then
 	echo "== fresh-root: ./run-tests.sh"
 	in_root ./run-tests.sh || rc=$?
 	echo "== fresh-root: ./run-tests.sh exited $rc after $(( $(date +%s) - t1 )) s"
+fi
+if [ $rc -eq 0 ]; then
+	# The chroot check: user namespaces refused (else the check proves nothing), and the
+	# tests that run in namespaces of their own still pass (nsrun.sh takes none as root).
+	echo "== fresh-root: in a chroot"
+	if in_chroot 'unshare --user true' 2>/dev/null; then
+		echo "fresh-root: a chroot here allows user namespaces: the chroot check cannot hold"
+		rc=1
+	else
+		sample='^(daemon_netns|daemon_link_veth|transport_shm_ops|verbs_attrs|cm_apps_lo_rping|ucx_run_ns)$'
+		n=$(in_chroot "ctest --test-dir build -N -R '$sample'" | sed -n 's/^Total Tests: //p')
+		[ "$n" = 6 ] || { echo "fresh-root: the chroot sample is $n tests, not 6"; rc=1; }
+		in_chroot "ctest --test-dir build --output-on-failure -R '$sample'" || rc=$?
+	fi
+	echo "== fresh-root: chroot check status $rc"
 fi
 echo "== fresh-root: done in $(( $(date +%s) - t0 )) s, status $rc"
 exit $rc

@@ -68,7 +68,7 @@ esac
 tx_of() {
 	_v=$(ns_do "$1" "$UROCE" stat show link $DEV/1 |
 		awk '$3 == "total" { for (i = 4; i < NF; i++) if ($i == "tx_bytes" || $i == "shm_tx_bytes") s += $(i + 1) }
-		     END { print s + 0 }')
+		     END { printf "%.0f\n", s }')
 	echo "${_v:-0}"
 }
 
