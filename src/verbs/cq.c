@@ -73,11 +73,11 @@ int uroce_comp_channel_get(struct uroce_comp_channel *ch, struct ibv_cq **cqp)
 		char token;
 		ssize_t r = read(ch->ch.fd, &token, 1);
 
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
+		/* EINTR included: a signal ends the wait with -1/EINTR as rdma-core's
+		 * ibv_get_cq_event does (programs such as qperf rely on SIGALRM to stop a
+		 * blocked side). */
+		if (r < 0)
 			return -errno;
-		}
 		if (r == 0)
 			return -EIO;
 		pthread_mutex_lock(&ch->lock);

@@ -4,8 +4,12 @@
  * devices.  Run it under ASan/TSan builds to catch races; here it checks that every
  * thread finishes with consistent results. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdint.h>
 
 #include "vt.h"
@@ -97,6 +101,29 @@ static void *cq_waiter(void *arg)
 	return NULL;
 }
 
+/* A signal whose handler was installed without SA_RESTART ends a blocked
+ * ibv_get_cq_event with -1 and EINTR, as rdma-core's does (its read() is not retried):
+ * qperf ends a timed test with SIGALRM this way and would otherwise wait for good. */
+static volatile sig_atomic_t alarms;
+static int intr_ret, intr_errno;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+static void *cq_intr_waiter(void *arg)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	(void)arg;
+	intr_ret = ibv_get_cq_event(chan, &cq, &cq_ctx);
+	intr_errno = errno;
+	return NULL;
+}
+
 int main(void)
 {
 	pthread_t t[THREADS], w, cw;
@@ -159,6 +186,22 @@ int main(void)
 		CHECK(ibv_poll_cq(chan_cq, 1, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR);
 	}
 	CHECK_RET(ibv_destroy_qp(qp), 0);
+
+	/* Nothing armed, nothing pending: only the signal can end the wait. */
+	{
+		struct sigaction sa;
+		pthread_t iw;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_alarm;
+		CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+		CHECK(pthread_create(&iw, NULL, cq_intr_waiter, NULL) == 0);
+		usleep(100000);
+		CHECK(pthread_kill(iw, SIGUSR1) == 0);
+		CHECK(pthread_join(iw, NULL) == 0);
+		CHECK(alarms == 1);
+		CHECK(intr_ret == -1 && intr_errno == EINTR);
+	}
 	CHECK_RET(ibv_destroy_cq(chan_cq), 0);
 	CHECK_RET(ibv_destroy_comp_channel(chan), 0);
 	CHECK_RET(ibv_destroy_cq(shared_cq), 0);
