@@ -1928,6 +1928,35 @@ static void test_device_removal(void **state)
 	assert_int_equal(sim_destroy(p.b, p.y, NULL), 0);
 	assert_int_equal(p.b->nsent, sent);
 	sim_fini(&p.n);
+
+	/* One device of two goes: a listener bound to its address gets DEVICE_REMOVAL and
+	 * can no longer listen; ids on the other device get nothing and keep working. */
+	{
+		static const char *const lo[] = { "127.0.0.1", NULL };
+		uint32_t bl, on_lo;
+
+		pair_init(&p, NULL);
+		sim_dev(p.b, "uroce0", 1, 1, 65536, 0x0211223344556677ull, lo);
+		bl = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+		assert_int_equal(sim_bind(p.b, bl, "192.0.2.10", PORT), 0);
+		assert_int_equal(sim_listen(p.b, bl, 8), 0);
+		on_lo = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+		assert_int_equal(sim_bind(p.b, on_lo, "127.0.0.1", PORT), 0);
+		assert_int_equal(sim_listen(p.b, on_lo, 8), 0);
+		uroce_cm_set_devices(p.b->cm, p.n.now, p.b->devs + 1, 1);   /* uroce1 gone */
+		assert_true(sim_event(p.b, p.chb, &ev));
+		assert_int_equal(ev.event, RDMA_CM_EVENT_DEVICE_REMOVAL);
+		assert_int_equal(ev.handle, bl);
+		assert_false(sim_event(p.b, p.chb, &ev));
+		assert_int_equal(sim_query(p.b, bl, &q), 0);
+		assert_int_equal(q.state, UROCE_CM_DEVICE_REMOVAL);
+		assert_int_equal(sim_listen(p.b, bl, 8), -ENODEV);
+		assert_int_equal(sim_query(p.b, on_lo, &q), 0);
+		assert_int_equal(q.state, UROCE_CM_LISTEN);
+		assert_int_equal(sim_destroy(p.b, bl, NULL), 0);
+		assert_int_equal(sim_destroy(p.b, on_lo, NULL), 0);
+		sim_fini(&p.n);
+	}
 }
 
 /* A REQ through a netdev whose carrier is not reported yet (a fresh veth) is taken:

@@ -177,6 +177,26 @@ rping-kill)
 	expect_eq "next client ping lines" "$(count 'ping data: rdma-ping-' "$tmp/cli")" 10
 	stop_server
 	;;
+rping-devremove)
+	# `uroce link delete` of the device a listener is bound to: the listener gets
+	# RDMA_CM_EVENT_DEVICE_REMOVAL (librdmacm semantics: the id is dead, the program must
+	# destroy it); rping prints it and exits non-zero.  A wildcard listener is on no
+	# device and would see nothing, hence -a.
+	case $TOPO in veth) rmdev=uroce1 ;; *) rmdev=uroce0 ;; esac
+	start_server 60 rping -s -a "$SADDR" -v
+	wait_listen
+	echo "== $S uroce link delete $rmdev"
+	$S "$UROCE" link delete "$rmdev" || fail "link delete $rmdev"
+	removed=$(date +%s)
+	if ! wait_output 10 'cma detected device removal' "$tmp/srv"; then
+		fail "no DEVICE_REMOVAL at the server within 10 s"
+		stop_server
+	elif wait_server; then
+		fail "rping exited 0 after DEVICE_REMOVAL"
+	else
+		echo "server exited $(( $(date +%s) - removed )) s after the delete"
+	fi
+	;;
 ucmatose|ucmatose-m|ucmatose-ib)
 	# 10 connections, 100 messages of 4096 bytes each way; -m migrates every id to a new
 	# event channel; -P ib uses the IB port space
