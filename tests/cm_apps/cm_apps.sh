@@ -309,13 +309,18 @@ qperf-ucud)
 		uc_*) why='failed to modify QP to RTR' ;;
 		*) why='failed to create address handle' ;;
 		esac
+		srv_why=$(count "$why" "$tmp/srv")
 		if run_client 60 "$tmp/cli-$t" qperf "$SADDR" -cm1 -t 1 $t; then
 			fail "qperf $t passed: the expected failure is gone (update docs/rdmacm.md)"
 			continue
 		fi
-		# qperf's server meets it first and the client prints it as "server: ..."
+		# When qperf's server meets it first, the server prints it and the client
+		# relays it as "server: ..."; the relayed text was seen empty ("server: ") in
+		# one run of three, so the reason is then looked for in the server's own output.
 		if [ "$(count "warning: -cm1 set but not used in test $t" "$tmp/cli-$t")" -eq 1 ] &&
-		   [ "$(count "$why" "$tmp/cli-$t")" -ge 1 ]; then
+		   { [ "$(count "$why" "$tmp/cli-$t")" -ge 1 ] ||
+		     { [ "$(count '^server: ' "$tmp/cli-$t")" -ge 1 ] &&
+		       wait_output 5 "$why" "$tmp/srv" $((srv_why + 1)); }; }; then
 			echo "XFAIL qperf $t -cm1: $why (qperf uses the CM for RC only)"
 		else
 			fail "qperf $t failed, but not with the -cm1 warning and '$why'"
@@ -335,7 +340,12 @@ ib_*)
 	# $DEV: on veth perftest must query uroce1 (the CM's device), not uroce0 on lo: it
 	# takes the MTU from the device it opened, and UD messages must fit the path's
 	extra="$DEV -n $(scale 500)"
-	[ "$tool" != "$CASE" ] && extra="$extra -c UD"
+	# -c UD: UD may drop, and perftest's UD server waits for every message (120 s, then
+	# fails).  Its default size (the MTU, 4096 on lo) made 500 messages overflow the
+	# same-host link's 1 MiB ring while the loaded receiver lagged (498 of 500 arrived
+	# in one run of three); 1024 bytes keep all 500 within one ring.  The CM part (SIDR,
+	# the Q_Key) is what this case is for.
+	[ "$tool" != "$CASE" ] && extra="$extra -c UD -s 1024"
 	start_server 200 $tool -R -F $extra
 	wait_listen
 	if run_client 200 "$tmp/cli" $tool -R -F $extra "$SADDR"; then
