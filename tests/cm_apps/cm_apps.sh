@@ -197,6 +197,26 @@ rping-devremove)
 		echo "server exited $(( $(date +%s) - removed )) s after the delete"
 	fi
 	;;
+rping-addrchange)
+	# A new MAC on the netdev under a listener bound to it: the daemon's device refresh
+	# sees it and the listener gets RDMA_CM_EVENT_ADDR_CHANGE (rping prints it as an
+	# unhandled event and goes on); the listener still takes a client afterwards.
+	# lo has no MAC to change.
+	if [ "$TOPO" != veth ]; then
+		echo "SKIP: lo has no MAC address to change"
+		exit 77
+	fi
+	start_server 100 rping -s -a "$SADDR" -v -C 10
+	wait_listen
+	echo "== ip -n a link set va address 02:00:5e:00:53:01"
+	ip -n a link set va address 02:00:5e:00:53:01 || fail "cannot change va's MAC"
+	wait_output 10 'unhandled event: RDMA_CM_EVENT_ADDR_CHANGE' "$tmp/srv" ||
+		fail "no ADDR_CHANGE at the server within 10 s of the MAC change"
+	run_client 60 "$tmp/cli" rping -c -a "$SADDR" -v -V -C 10 || fail "client exited $?"
+	wait_server || fail "server exited $?"
+	expect_eq "client ping lines" "$(count 'ping data: rdma-ping-' "$tmp/cli")" 10
+	expect_eq "ADDR_CHANGE events" "$(count 'RDMA_CM_EVENT_ADDR_CHANGE' "$tmp/srv")" 1
+	;;
 ucmatose|ucmatose-m|ucmatose-ib)
 	# 10 connections, 100 messages of 4096 bytes each way; -m migrates every id to a new
 	# event channel; -P ib uses the IB port space
