@@ -483,6 +483,24 @@ int uroce_cm_set_devices(struct uroce_cm *cm, uint64_t now, const struct uroce_c
 		nd[i].d = devs[i];
 		nd[i].mtu = cm_iboe_mtu(devs[i].info.netdev_mtu);
 	}
+	/* A device whose netdev has a new MAC (a bond's fail-over, `ip link set address`):
+	 * every id on it gets ADDR_CHANGE and keeps its state and connection, as
+	 * cma_netdev_change() queues it for the ids bound to that netdev.  Linux does it
+	 * on NETDEV_BONDING_FAILOVER only; uroce on any MAC change (soft-roce-differences.md).
+	 * The MTU or the GID table changing is no address change. */
+	for (unsigned i = 0; i < n; i++) {
+		const struct cm_devent *o = cm_dev(cm, nd[i].d.id);
+
+		if (!o || !memcmp(o->d.info.mac, nd[i].d.info.mac, sizeof(o->d.info.mac)))
+			continue;
+		cm_list_each(p, &cm->id_list) {
+			struct cm_id *id = cm_container_of(p, struct cm_id, all);
+
+			if (id->has_dev && id->dev_id == nd[i].d.id &&
+			    id->state != UROCE_CM_DEVICE_REMOVAL && id->state != UROCE_CM_DESTROYING)
+				post(cm, id, RDMA_CM_EVENT_ADDR_CHANGE, 0);
+		}
+	}
 	free(cm->devs);
 	cm->devs = nd;
 	cm->ndevs = n;
@@ -1052,10 +1070,20 @@ static int listen_id(struct uroce_cm *cm, const struct uroce_cm_caller *who, str
 	return 0;
 }
 
+/* rdma_ps_from_service_id() / cma_port_from_service_id(): ps << 16 | port.  The
+ * port spaces TCP, UDP and IB (0x01xx) carry the IP prefix; IPOIB's is 0x0002 and
+ * has none, so the test is on the port spaces, not on the prefix. */
 static bool sid_split(uint64_t sid, uint32_t *ps, uint16_t *port)
 {
-	if (!uroce_cm_sid_is_ip(sid))
+	switch (sid >> 16) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_UDP:
+	case RDMA_PS_IB:
+	case RDMA_PS_IPOIB:
+		break;
+	default:
 		return false;
+	}
 	*ps = (uint32_t)(sid >> 16) & 0xFFFF;
 	*port = (uint16_t)sid;
 	return true;
@@ -1580,10 +1608,9 @@ static int disconnect_id(struct uroce_cm *cm, struct cm_id *id)
 
 static int notify_id(struct uroce_cm *cm, struct cm_id *id, uint32_t event)
 {
-	if (!id->has_dev)
+	/* rdma_notify(): EINVAL without an IB CM id (nothing connecting or connected). */
+	if (!id->has_dev || !id->conn)
 		return -EINVAL;
-	if (!id->conn)
-		return 0;
 	/* ib_cm_notify(): COMM_EST completes a passive connection whose RTU is late.
 	 * Path migration has no alternate path to go to on RoCE. */
 	if (event == IBV_EVENT_COMM_EST)

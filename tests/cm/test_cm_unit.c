@@ -47,7 +47,7 @@ static void pair_init(struct pair *p, const struct uroce_cm_config *cfg)
 static void pair_connect_req(struct pair *p, uint32_t ps)
 {
 	struct uroce_cm_event ev;
-	uint32_t qpt = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+	uint32_t qpt = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
 
 	p->l = sim_create(p->b, p->chb, ps, qpt);
 	assert_int_not_equal(p->l, 0);
@@ -855,6 +855,102 @@ static void test_dreq_checks(void **state)
 	sim_fini(&p.n);
 }
 
+static int notify(struct sim_host *h, uint32_t id, uint32_t event)
+{
+	struct uroce_cm_cmd c;
+	struct uroce_cm_reply r;
+
+	memset(&c, 0, sizeof(c));
+	c.op = UROCE_CM_OP_NOTIFY;
+	c.handle = id;
+	c.u.notify.event = event;
+	return sim_cmd(h, &c, &r);
+}
+
+/* rdma_notify(IBV_EVENT_COMM_EST): the passive side's QP saw traffic before the RTU
+ * (lost here): ESTABLISHED now, the REP stops being retransmitted (ib_cm_notify). */
+static void test_notify(void **state)
+{
+	struct pair p;
+	struct uroce_cm_event ev;
+	uint32_t idle;
+
+	(void)state;
+	pair_init(&p, NULL);
+	idle = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(notify(p.b, idle, IBV_EVENT_COMM_EST), -EINVAL);   /* no device */
+	pair_request(&p, RDMA_PS_TCP);
+	/* A device but no IB CM id yet (ADDR_RESOLVED): EINVAL too. */
+	idle = sim_create(p.a, p.cha, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_resolve_addr(p.a, idle, NULL, "192.0.2.10", PORT), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_ADDR_RESOLVED, &ev));
+	assert_int_equal(notify(p.a, idle, IBV_EVENT_COMM_EST), -EINVAL);
+	assert_int_equal(notify(p.b, p.y, IBV_EVENT_COMM_EST), -EINVAL);    /* REQ_RCVD */
+	p.b->drop_in_attr = UROCE_CM_ATTR_RTU;
+	assert_int_equal(sim_accept(p.b, p.y, 0x3d, NULL, 0), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_CONNECT_RESPONSE, &ev));
+	assert_int_equal(sim_accept(p.a, p.x, 0, NULL, 0), 0);           /* the RTU, lost */
+	assert_false(sim_event(p.b, p.chb, &ev));
+	p.b->drop_in_attr = 0;
+	sim_advance(&p.n, 1000);
+	assert_int_equal(notify(p.b, p.y, IBV_EVENT_PATH_MIG), -EINVAL);    /* no alternate path */
+	assert_int_equal(notify(p.b, p.y, IBV_EVENT_COMM_EST), 0);
+	assert_true(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(ev.event, RDMA_CM_EVENT_ESTABLISHED);
+	assert_int_equal(ev.handle, p.y);
+	assert_int_equal(notify(p.b, p.y, IBV_EVENT_COMM_EST), -EISCONN);
+	sim_advance(&p.n, 100000);
+	assert_int_equal(sim_sent_count(p.b, UROCE_CM_ATTR_REP), 1);       /* no retransmission */
+	assert_false(sim_event(p.b, p.chb, &ev));
+	assert_int_equal(sim_stats(p.b).connections, 1);
+	sim_fini(&p.n);
+}
+
+/* The netdev's MAC changes (a bond's fail-over, `ip link set dev X address`): every id
+ * on that device gets ADDR_CHANGE (cma_netdev_change), ids elsewhere nothing; another
+ * change of the netdev (its MTU) is no address change. */
+static void test_addr_change(void **state)
+{
+	static const char *const lo[] = { "127.0.0.1", NULL };
+	struct pair p;
+	struct uroce_cm_event ev;
+	uint32_t on_lo, bound;
+	bool seen_y = false, seen_l = false, seen_b = false;
+
+	(void)state;
+	pair_init(&p, NULL);
+	sim_dev(p.b, "uroce0", 1, 1, 65536, 0x0211223344556677ull, lo);
+	pair_establish(&p);
+	bound = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_bind(p.b, bound, "192.0.2.10", 0), 0);
+	on_lo = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+	assert_int_equal(sim_bind(p.b, on_lo, "127.0.0.1", 0), 0);
+	while (sim_event(p.b, p.chb, &ev))
+		;
+	/* The MTU only: nothing. */
+	p.b->devs[0].info.netdev_mtu = 9000;
+	uroce_cm_set_devices(p.b->cm, p.n.now, p.b->devs, p.b->ndevs);
+	assert_false(sim_event(p.b, p.chb, &ev));
+	/* A new MAC on uroce1's netdev. */
+	p.b->devs[0].info.mac[5] ^= 0x01;
+	uroce_cm_set_devices(p.b->cm, p.n.now, p.b->devs, p.b->ndevs);
+	while (sim_event(p.b, p.chb, &ev)) {
+		assert_int_equal(ev.event, RDMA_CM_EVENT_ADDR_CHANGE);
+		assert_int_equal(ev.status, 0);
+		assert_int_not_equal(ev.handle, on_lo);
+		seen_y |= ev.handle == p.y;
+		seen_b |= ev.handle == bound;
+		seen_l |= ev.handle == p.l;
+	}
+	assert_true(seen_y && seen_b);
+	assert_false(seen_l);           /* the wildcard listener is on no device */
+	/* The connection is untouched. */
+	assert_int_equal(sim_stats(p.b).connections, 1);
+	assert_int_equal(sim_disconnect(p.b, p.y), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_DISCONNECTED, &ev));
+	sim_fini(&p.n);
+}
+
 /* ---- duplicates and stale connections ------------------------------------------------ */
 
 static void test_replayed_rep(void **state)
@@ -959,6 +1055,23 @@ static void test_sidr(void **state)
 	assert_false(sim_event(p.b, p.chb, &ev));
 	sim_advance(&p.n, 100000);
 	assert_int_equal(sim_sent_count(p.a, UROCE_CM_ATTR_SIDR_REQ), 1);
+	sim_fini(&p.n);
+
+	/* RDMA_PS_IPOIB: SIDR too, service ID 0x0002 << 16 | port, the same Q_Key
+	 * (Linux on RoCE refuses the port space: soft-roce-differences.md). */
+	pair_init(&p, NULL);
+	pair_connect_req(&p, RDMA_PS_IPOIB);
+	{
+		struct uroce_cm_msg m;
+
+		uroce_cm_decode(sim_sent_nth(p.a, UROCE_CM_ATTR_SIDR_REQ, 0)->mad, UROCE_MAD_SIZE, &m);
+		assert_int_equal(m.u.sidr_req.service_id, (uint64_t)RDMA_PS_IPOIB << 16 | PORT);
+	}
+	assert_true(sim_expect(p.b, p.chb, RDMA_CM_EVENT_CONNECT_REQUEST, &ev));
+	assert_int_equal(sim_accept(p.b, ev.new_handle, 0x3e, NULL, 0), 0);
+	assert_true(sim_expect(p.a, p.cha, RDMA_CM_EVENT_ESTABLISHED, &ev));
+	assert_int_equal(ev.param.ud.qp_num, 0x3e);
+	assert_int_equal(ev.param.ud.qkey, RDMA_UDP_QKEY);
 	sim_fini(&p.n);
 }
 
@@ -1815,6 +1928,35 @@ static void test_device_removal(void **state)
 	assert_int_equal(sim_destroy(p.b, p.y, NULL), 0);
 	assert_int_equal(p.b->nsent, sent);
 	sim_fini(&p.n);
+
+	/* One device of two goes: a listener bound to its address gets DEVICE_REMOVAL and
+	 * can no longer listen; ids on the other device get nothing and keep working. */
+	{
+		static const char *const lo[] = { "127.0.0.1", NULL };
+		uint32_t bl, on_lo;
+
+		pair_init(&p, NULL);
+		sim_dev(p.b, "uroce0", 1, 1, 65536, 0x0211223344556677ull, lo);
+		bl = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+		assert_int_equal(sim_bind(p.b, bl, "192.0.2.10", PORT), 0);
+		assert_int_equal(sim_listen(p.b, bl, 8), 0);
+		on_lo = sim_create(p.b, p.chb, RDMA_PS_TCP, IBV_QPT_RC);
+		assert_int_equal(sim_bind(p.b, on_lo, "127.0.0.1", PORT), 0);
+		assert_int_equal(sim_listen(p.b, on_lo, 8), 0);
+		uroce_cm_set_devices(p.b->cm, p.n.now, p.b->devs + 1, 1);   /* uroce1 gone */
+		assert_true(sim_event(p.b, p.chb, &ev));
+		assert_int_equal(ev.event, RDMA_CM_EVENT_DEVICE_REMOVAL);
+		assert_int_equal(ev.handle, bl);
+		assert_false(sim_event(p.b, p.chb, &ev));
+		assert_int_equal(sim_query(p.b, bl, &q), 0);
+		assert_int_equal(q.state, UROCE_CM_DEVICE_REMOVAL);
+		assert_int_equal(sim_listen(p.b, bl, 8), -ENODEV);
+		assert_int_equal(sim_query(p.b, on_lo, &q), 0);
+		assert_int_equal(q.state, UROCE_CM_LISTEN);
+		assert_int_equal(sim_destroy(p.b, bl, NULL), 0);
+		assert_int_equal(sim_destroy(p.b, on_lo, NULL), 0);
+		sim_fini(&p.n);
+	}
 }
 
 /* A REQ through a netdev whose carrier is not reported yet (a fresh veth) is taken:
@@ -1920,6 +2062,8 @@ int main(void)
 		cmocka_unit_test(test_dreq_crossing),
 		cmocka_unit_test(test_dreq_checks),
 		cmocka_unit_test(test_late_drep),
+		cmocka_unit_test(test_notify),
+		cmocka_unit_test(test_addr_change),
 		cmocka_unit_test(test_replayed_rep),
 		cmocka_unit_test(test_stale_connection),
 		cmocka_unit_test(test_sidr),

@@ -177,6 +177,46 @@ rping-kill)
 	expect_eq "next client ping lines" "$(count 'ping data: rdma-ping-' "$tmp/cli")" 10
 	stop_server
 	;;
+rping-devremove)
+	# `uroce link delete` of the device a listener is bound to: the listener gets
+	# RDMA_CM_EVENT_DEVICE_REMOVAL (librdmacm semantics: the id is dead, the program must
+	# destroy it); rping prints it and exits non-zero.  A wildcard listener is on no
+	# device and would see nothing, hence -a.
+	case $TOPO in veth) rmdev=uroce1 ;; *) rmdev=uroce0 ;; esac
+	start_server 60 rping -s -a "$SADDR" -v
+	wait_listen
+	echo "== $S uroce link delete $rmdev"
+	$S "$UROCE" link delete "$rmdev" || fail "link delete $rmdev"
+	removed=$(date +%s)
+	if ! wait_output 10 'cma detected device removal' "$tmp/srv"; then
+		fail "no DEVICE_REMOVAL at the server within 10 s"
+		stop_server
+	elif wait_server; then
+		fail "rping exited 0 after DEVICE_REMOVAL"
+	else
+		echo "server exited $(( $(date +%s) - removed )) s after the delete"
+	fi
+	;;
+rping-addrchange)
+	# A new MAC on the netdev under a listener bound to it: the daemon's device refresh
+	# sees it and the listener gets RDMA_CM_EVENT_ADDR_CHANGE (rping prints it as an
+	# unhandled event and goes on); the listener still takes a client afterwards.
+	# lo has no MAC to change.
+	if [ "$TOPO" != veth ]; then
+		echo "SKIP: lo has no MAC address to change"
+		exit 77
+	fi
+	start_server 100 rping -s -a "$SADDR" -v -C 10
+	wait_listen
+	echo "== ip -n a link set va address 02:00:5e:00:53:01"
+	ip -n a link set va address 02:00:5e:00:53:01 || fail "cannot change va's MAC"
+	wait_output 10 'unhandled event: RDMA_CM_EVENT_ADDR_CHANGE' "$tmp/srv" ||
+		fail "no ADDR_CHANGE at the server within 10 s of the MAC change"
+	run_client 60 "$tmp/cli" rping -c -a "$SADDR" -v -V -C 10 || fail "client exited $?"
+	wait_server || fail "server exited $?"
+	expect_eq "client ping lines" "$(count 'ping data: rdma-ping-' "$tmp/cli")" 10
+	expect_eq "ADDR_CHANGE events" "$(count 'RDMA_CM_EVENT_ADDR_CHANGE' "$tmp/srv")" 1
+	;;
 ucmatose|ucmatose-m|ucmatose-ib)
 	# 10 connections, 100 messages of 4096 bytes each way; -m migrates every id to a new
 	# event channel; -P ib uses the IB port space
@@ -289,13 +329,18 @@ qperf-ucud)
 		uc_*) why='failed to modify QP to RTR' ;;
 		*) why='failed to create address handle' ;;
 		esac
+		srv_why=$(count "$why" "$tmp/srv")
 		if run_client 60 "$tmp/cli-$t" qperf "$SADDR" -cm1 -t 1 $t; then
 			fail "qperf $t passed: the expected failure is gone (update docs/rdmacm.md)"
 			continue
 		fi
-		# qperf's server meets it first and the client prints it as "server: ..."
+		# When qperf's server meets it first, the server prints it and the client
+		# relays it as "server: ..."; the relayed text was seen empty ("server: ") in
+		# one run of three, so the reason is then looked for in the server's own output.
 		if [ "$(count "warning: -cm1 set but not used in test $t" "$tmp/cli-$t")" -eq 1 ] &&
-		   [ "$(count "$why" "$tmp/cli-$t")" -ge 1 ]; then
+		   { [ "$(count "$why" "$tmp/cli-$t")" -ge 1 ] ||
+		     { [ "$(count '^server: ' "$tmp/cli-$t")" -ge 1 ] &&
+		       wait_output 5 "$why" "$tmp/srv" $((srv_why + 1)); }; }; then
 			echo "XFAIL qperf $t -cm1: $why (qperf uses the CM for RC only)"
 		else
 			fail "qperf $t failed, but not with the -cm1 warning and '$why'"
@@ -315,7 +360,12 @@ ib_*)
 	# $DEV: on veth perftest must query uroce1 (the CM's device), not uroce0 on lo: it
 	# takes the MTU from the device it opened, and UD messages must fit the path's
 	extra="$DEV -n $(scale 500)"
-	[ "$tool" != "$CASE" ] && extra="$extra -c UD"
+	# -c UD: UD may drop, and perftest's UD server waits for every message (120 s, then
+	# fails).  Its default size (the MTU, 4096 on lo) made 500 messages overflow the
+	# same-host link's 1 MiB ring while the loaded receiver lagged (498 of 500 arrived
+	# in one run of three); 1024 bytes keep all 500 within one ring.  The CM part (SIDR,
+	# the Q_Key) is what this case is for.
+	[ "$tool" != "$CASE" ] && extra="$extra -c UD -s 1024"
 	start_server 200 $tool -R -F $extra
 	wait_listen
 	if run_client 200 "$tmp/cli" $tool -R -F $extra "$SADDR"; then

@@ -719,7 +719,7 @@ static void destroyed_channel_case(bool hold)
 {
 	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
 	struct cm_thread_arg t = { .hold = hold };
-	struct rdma_event_channel *ch2, *extra[8];
+	struct rdma_event_channel *ch2, *extra[64];
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id2;
 	int n;
@@ -750,15 +750,29 @@ static void destroyed_channel_case(bool hold)
 		usleep(100 * 1000);         /* the thread is in recv() by now */
 	old_fd = p.cch->fd;
 	rdma_destroy_event_channel(p.cch);
-	/* A new channel takes the number (the lowest free one: the QP's CQ channels
-	 * freed lower ones first); a record waits in it. */
-	for (n = 0; n < 8; n++) {
+	/* A new channel takes the number; a record waits in it.  The fake daemon runs
+	 * in this process: each channel's socket is followed by the fake's accepted
+	 * one, and the fake closes its end of the destroyed channel when it sees the
+	 * EOF, so which of the two gets old_fd depended on how many lower numbers the
+	 * QP's teardown had freed.  Give it a moment, fill every lower free number, and
+	 * the next socket opened, the channel's, is old_fd. */
+	usleep(50 * 1000);
+	for (n = 0; n < 64; n++) {
+		int hold_fd[256], nh = 0, k = -1;
+
+		while (nh < 256 && (k = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && k < old_fd)
+			hold_fd[nh++] = k;
+		if (k >= 0)
+			close(k);       /* old_fd itself (free), or a higher one: it is taken */
 		extra[n] = rdma_create_event_channel();
+		while (nh)
+			close(hold_fd[--nh]);
 		assert_non_null(extra[n]);
 		if (extra[n]->fd == old_fd)
 			break;
+		usleep(10 * 1000);  /* the fake holds it for a moment: try again */
 	}
-	assert_true(n < 8);
+	assert_true(n < 64);
 	ch2 = extra[n];
 	assert_int_equal(rdma_create_id(ch2, &id2, NULL, RDMA_PS_TCP), 0);
 	assert_int_equal(fake_emit(fake_last_handle(), RDMA_CM_EVENT_TIMEWAIT_EXIT, 0), 0);
