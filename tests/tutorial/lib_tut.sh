@@ -1,0 +1,48 @@
+# lib_tut.sh — what the tutorial's tests share (sourced after tests/daemon/lib.sh; POSIX sh).
+# Needs $UROCE (the CLI) and $tmp (a scratch directory).
+
+# expect_line FILE LINE: FILE holds LINE exactly (a line the chapter shows).
+expect_line() {
+	grep -qxF -- "$2" "$1" || fail "$(basename "$1") lacks the line [$2]"
+}
+
+# expect_match FILE ERE: some line of FILE matches the extended regular expression ERE.
+expect_match() {
+	grep -qE -- "$2" "$1" || fail "$(basename "$1") has no line matching [$2]"
+}
+
+# tut_pair PORT PROG [ARGS...]: PROG as the server under `uroce run` and, once it listens on
+# TCP PORT, PROG 127.0.0.1 as the client; outputs in $tmp/srv and $tmp/cli, printed.
+tut_pair() {
+	_port=$1
+	shift
+	timeout 60 "$UROCE" run "$@" -p "$_port" >"$tmp/srv" 2>&1 &
+	_spid=$!
+	_listening() { ss -ltnH "sport = :$_port" | grep -q LISTEN; }
+	wait_for 20 _listening || fail "the server never listened on $_port"
+	timeout 60 "$UROCE" run "$@" -p "$_port" 127.0.0.1 >"$tmp/cli" 2>&1 || fail "the client exited $?"
+	wait $_spid || fail "the server exited $?"
+	echo "-- server"; cat "$tmp/srv"
+	echo "-- client"; cat "$tmp/cli"
+}
+
+# capture_start FILE: dumpcap on lo (UDP 4791, and 4792 for the probe), as pcap; returns once
+# a probe datagram to 127.0.0.1:4792 shows in FILE, so nothing of what follows is missed.
+capture_start() {
+	_cap=$1
+	env -u LD_PRELOAD dumpcap -q -P -i lo -f 'udp port 4791 or udp port 4792' -w "$_cap" \
+		>"$tmp/dumpcap.log" 2>&1 &
+	_dpid=$!
+	_probed() {
+		/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"probe", ("127.0.0.1", 4792))'
+		[ -s "$_cap" ] && [ "$(env -u LD_PRELOAD tshark -r "$_cap" -Y 'udp.port == 4792' 2>/dev/null | wc -l)" -gt 0 ]
+	}
+	wait_for 30 _probed || { fail "dumpcap never captured its probe"; cat "$tmp/dumpcap.log"; }
+}
+
+# capture_stop: stop dumpcap and wait until it has written everything.
+capture_stop() {
+	sleep 0.2
+	kill -INT $_dpid
+	wait $_dpid
+}
