@@ -26,23 +26,36 @@ tut_pair() {
 	echo "-- client"; cat "$tmp/cli"
 }
 
-# capture_start FILE: dumpcap on lo (UDP 4791, and 4792 for the probe), as pcap; returns once
-# a probe datagram to 127.0.0.1:4792 shows in FILE, so nothing of what follows is missed.
+# probe: one UDP datagram to 127.0.0.1:4792, which the capture's filter takes too.
+probe() {
+	/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"probe", ("127.0.0.1", 4792))'
+}
+
+# probes_in FILE: how many probes FILE holds so far.
+probes_in() {
+	[ -s "$1" ] || { echo 0; return; }
+	env -u LD_PRELOAD tshark -r "$1" -Y 'udp.port == 4792' 2>/dev/null | wc -l
+}
+
+# capture_start FILE: dumpcap on lo (UDP 4791, and 4792 for the probes), as pcap; returns once
+# a probe shows in FILE, so nothing of what follows is missed.
 capture_start() {
 	_cap=$1
 	env -u LD_PRELOAD dumpcap -q -P -i lo -f 'udp port 4791 or udp port 4792' -w "$_cap" \
 		>"$tmp/dumpcap.log" 2>&1 &
 	_dpid=$!
-	_probed() {
-		/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"probe", ("127.0.0.1", 4792))'
-		[ -s "$_cap" ] && [ "$(env -u LD_PRELOAD tshark -r "$_cap" -Y 'udp.port == 4792' 2>/dev/null | wc -l)" -gt 0 ]
-	}
+	_probed() { probe; [ "$(probes_in "$_cap")" -gt 0 ]; }
 	wait_for 30 _probed || { fail "dumpcap never captured its probe"; cat "$tmp/dumpcap.log"; }
 }
 
-# capture_stop: stop dumpcap and wait until it has written everything.
+# capture_stop: stop dumpcap once everything sent so far is in the file.  The kernel hands
+# captured packets to dumpcap in blocks, and a block not yet handed over when dumpcap stops is
+# lost: so send probes until one more shows in the file (it follows every earlier packet in
+# the kernel's buffer), and only then stop dumpcap and wait until it has exited.
 capture_stop() {
-	sleep 0.2
+	_before=$(probes_in "$_cap")
+	_flushed() { probe; [ "$(probes_in "$_cap")" -gt "$_before" ]; }
+	wait_for 30 _flushed || fail "dumpcap never wrote the closing probe"
 	kill -INT $_dpid
 	wait $_dpid
 }
