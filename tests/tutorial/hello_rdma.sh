@@ -5,7 +5,11 @@
 #   udp  UROCE_LINK=udp UROCE_NETIO_GSO=0 under dumpcap: the same output, and the capture must
 #        hold exactly the chapter's four packets (SEND ONLY, ACK, RDMA WRITE ONLY, ACK) between
 #        the two QPs the programs printed, the WRITE carrying the server's rkey, as
-#        `uroce decode` and tshark both read them, every ICRC good.
+#        `uroce decode` and tshark both read them, every ICRC good;
+#   veth two "hosts": the server in network namespace a (192.0.2.1), the client in b
+#        (192.0.2.2), joined by a veth pair, each with its own uroced and a device uroce1
+#        on its end (tests/daemon/lib.sh netns_veth_setup); the same checks as udp, the
+#        capture taken on a's end of the veth.
 set -u
 UROCE=$1
 PROG=$2
@@ -15,14 +19,22 @@ MODE=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+SA=127.0.0.1 CA=127.0.0.1
+set --
 case $MODE in
 shm) ;;
 udp) export UROCE_LINK=udp UROCE_NETIO_GSO=0
      capture_start "$tmp/hello.pcap" ;;
+veth) export UROCE_NETIO_GSO=0
+      netns_veth_setup || finish
+      S=$NS_A C=$NS_B SADDR=$ADDR_A SA=$ADDR_A CA=$ADDR_B
+      PROBE_NS=$NS_B PROBE_ADDR=$ADDR_A
+      set -- -d uroce1
+      capture_start "$tmp/hello.pcap" va "$NS_A" ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
-tut_pair 18600 "$PROG"
-[ "$MODE" = udp ] && capture_stop
+tut_pair 18600 "$PROG" "$@"
+[ "$MODE" != shm ] && capture_stop
 
 expect_line "$tmp/srv" 'server: received a SEND of 21 bytes: "hello over RDMA SEND"'
 expect_line "$tmp/srv" "server: the client's RDMA WRITE put \"written by RDMA WRITE\" in my buffer"
@@ -30,9 +42,14 @@ expect_line "$tmp/srv" 'server: QP is ready to send (RTS)'
 expect_line "$tmp/cli" 'client: SEND completed: success'
 expect_line "$tmp/cli" 'client: RDMA WRITE completed: success'
 expect_line "$tmp/cli" 'client: done'
-expect_match "$tmp/srv" '^server: peer QP 0x[0-9a-f]{6} at GID ::ffff:127\.0\.0\.1, first PSN 0x100000$'
+dev=uroce0
+[ "$MODE" = veth ] && dev=uroce1
+expect_line "$tmp/srv" "server: opened device $dev"
+expect_line "$tmp/cli" "client: opened device $dev"
+expect_match "$tmp/srv" "^server: peer QP 0x[0-9a-f]{6} at GID ::ffff:$CA, first PSN 0x100000\$"
+expect_match "$tmp/cli" "^client: peer QP 0x[0-9a-f]{6} at GID ::ffff:$SA, first PSN 0x200000\$"
 
-if [ "$MODE" = udp ]; then
+if [ "$MODE" != shm ]; then
 	sqp=$(sed -n 's/^server: created RC QP \(0x[0-9a-f]*\)$/\1/p' "$tmp/srv")
 	cqp=$(sed -n 's/^client: created RC QP \(0x[0-9a-f]*\)$/\1/p' "$tmp/cli")
 	srkey=$(sed -n 's/^server: registered 4096 bytes: lkey 0x[0-9a-f]* rkey 0x\([0-9a-f]*\)$/\1/p' "$tmp/srv")

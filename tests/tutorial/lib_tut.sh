@@ -12,23 +12,27 @@ expect_match() {
 }
 
 # tut_pair PORT PROG [ARGS...]: PROG as the server under `uroce run` and, once it listens on
-# TCP PORT, PROG 127.0.0.1 as the client; outputs in $tmp/srv and $tmp/cli, printed.
+# TCP PORT, PROG $SADDR (127.0.0.1 unless set) as the client; the server runs under the
+# command prefix $S, the client under $C (both "" unless set: here).  Outputs in $tmp/srv
+# and $tmp/cli, printed.
 tut_pair() {
 	_port=$1
 	shift
-	timeout 60 "$UROCE" run "$@" -p "$_port" >"$tmp/srv" 2>&1 &
+	${S:-} timeout 60 "$UROCE" run "$@" -p "$_port" >"$tmp/srv" 2>&1 &
 	_spid=$!
-	_listening() { ss -ltnH "sport = :$_port" | grep -q LISTEN; }
+	_listening() { ${S:-} ss -ltnH "sport = :$_port" | grep -q LISTEN; }
 	wait_for 20 _listening || fail "the server never listened on $_port"
-	timeout 60 "$UROCE" run "$@" -p "$_port" 127.0.0.1 >"$tmp/cli" 2>&1 || fail "the client exited $?"
+	${C:-} timeout 60 "$UROCE" run "$@" -p "$_port" "${SADDR:-127.0.0.1}" >"$tmp/cli" 2>&1 ||
+		fail "the client exited $?"
 	wait $_spid || fail "the server exited $?"
 	echo "-- server"; cat "$tmp/srv"
 	echo "-- client"; cat "$tmp/cli"
 }
 
-# probe: one UDP datagram to 127.0.0.1:4792, which the capture's filter takes too.
+# probe: one UDP datagram to $PROBE_ADDR (127.0.0.1 unless set) port 4792, which the
+# capture's filter takes too; sent from the network namespace $PROBE_NS ("": here).
 probe() {
-	/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"probe", ("127.0.0.1", 4792))'
+	${PROBE_NS:-} /usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"probe", (sys.argv[1], 4792))' "${PROBE_ADDR:-127.0.0.1}"
 }
 
 # probes_in FILE: how many probes FILE holds so far.
@@ -37,11 +41,12 @@ probes_in() {
 	env -u LD_PRELOAD tshark -r "$1" -Y 'udp.port == 4792' 2>/dev/null | wc -l
 }
 
-# capture_start FILE: dumpcap on lo (UDP 4791, and 4792 for the probes), as pcap; returns once
-# a probe shows in FILE, so nothing of what follows is missed.
+# capture_start FILE [IFACE [PREFIX]]: dumpcap on IFACE (lo by default; run under PREFIX, e.g.
+# "ip netns exec a") for UDP 4791, and 4792 for the probes, as pcap; returns once a probe
+# shows in FILE, so nothing of what follows is missed.
 capture_start() {
 	_cap=$1
-	env -u LD_PRELOAD dumpcap -q -P -i lo -f 'udp port 4791 or udp port 4792' -w "$_cap" \
+	${3:-} env -u LD_PRELOAD dumpcap -q -P -i "${2:-lo}" -f 'udp port 4791 or udp port 4792' -w "$_cap" \
 		>"$tmp/dumpcap.log" 2>&1 &
 	_dpid=$!
 	_probed() { probe; [ "$(probes_in "$_cap")" -gt 0 ]; }
