@@ -225,6 +225,11 @@ int main(int argc, char **argv)
 			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		DIE("modify to RTS: %s", strerror(errno));
 	printf("%s: QP is ready to send (RTS)\n", role);
+	/* Both sides say so before anything is sent: a packet that reaches a QP still in INIT
+	 * is dropped, and the sender would only send it again after its ACK timeout. */
+	char ready = 'R';
+	xfer(sock, &ready, 1, 1);
+	xfer(sock, &ready, 1, 0);
 
 	if (server_addr) {
 		/* 9. SEND: the message goes into the receive buffer the server posted. */
