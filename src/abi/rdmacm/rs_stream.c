@@ -1141,7 +1141,13 @@ short rs_poll_revents(struct rsock *rs, short events)
 			rev |= POLLOUT;
 		break;
 	case RS_DISCONNECTED:
-		rev = (events & (POLLIN | POLLOUT)) | POLLHUP;
+		/* POLLHUP once the data that came before the peer's DISCONNECT has been read
+		 * (rsocket.c sets it at once): until then the socket is readable as a TCP
+		 * socket after a FIN is, and programs that treat POLLHUP as the end (rstream's
+		 * do_poll) do not lose the last bytes to a DISCONNECT that arrived with them. */
+		rev = events & (POLLIN | POLLOUT);
+		if (!rs_have_rdata(rs))
+			rev |= POLLHUP;
 		break;
 	case RS_ERROR:
 		rev = (events & (POLLIN | POLLOUT)) | POLLERR | POLLHUP;
