@@ -182,6 +182,7 @@ struct rsock *rs_alloc(const struct rsock *inherit, int type)
 		return NULL;
 	rs->type = type;
 	rs->index = -1;
+	rs->index_fd = -1;
 	rs->evfd = -1;
 	rs->accept_q[0] = rs->accept_q[1] = -1;
 	rs->udp_sock = -1;
@@ -230,6 +231,8 @@ void rs_free(struct rsock *rs)
 	}
 	if (rs->evfd >= 0)
 		close(rs->evfd);
+	if (rs->index_fd >= 0)
+		close(rs->index_fd);
 	free(rs->route);
 	pthread_mutex_destroy(&rs->slock);
 	pthread_mutex_destroy(&rs->rlock);
@@ -359,6 +362,33 @@ static void copy_addr(struct sockaddr *dst, const struct sockaddr *src, socklen_
 	*len = size;
 }
 
+/*
+ * An accepted socket gets its number here, the lowest free fd, as in rsocket.c, whose
+ * raccept creates the connection's id (and so its fd) in the call.  uroce's service
+ * thread accepted the connection earlier, and the number it had then (the new id's
+ * channel fd) may be below an fd the application opened since.  librspreload of
+ * rdma-core 44 depends on the order: it opens its own fd for the socket just before
+ * raccept, and its select (rpoll_to_select) walks the fds upwards taking the first
+ * one that maps to each rsocket number, where an unmapped fd maps to itself; a number
+ * below the preload's own fd would be found first and the application's fd never set
+ * (iperf3's server then waits for ever on a socket full of data).  The new number is
+ * a duplicate of the channel fd, closed with the socket.
+ */
+static void renumber(struct rsock *nrs)
+{
+	int nfd = fcntl(nrs->index, F_DUPFD_CLOEXEC, 0);
+
+	if (nfd < 0)
+		return;              /* keep the old number: it still works */
+	if (rs_table_set(nfd, nrs)) {
+		close(nfd);
+		return;
+	}
+	rs_table_clear(nrs->index);
+	nrs->index = nfd;
+	nrs->index_fd = nfd;
+}
+
 UROCE_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
 	struct rsock *rs = rs_lookup(socket), *nrs;
@@ -374,6 +404,7 @@ UROCE_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	n = read(rs->accept_q[0], &nrs, sizeof(nrs));
 	if (n != sizeof(nrs))
 		return n < 0 ? -1 : cm_err(-ECONNABORTED);
+	renumber(nrs);
 	if (addr && addrlen)
 		copy_addr(addr, rdma_get_peer_addr(nrs->cm_id), addrlen);
 	return nrs->index;

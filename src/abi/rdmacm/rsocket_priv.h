@@ -121,6 +121,7 @@ struct ds_dest;
 struct rsock {
 	int type;                 /* SOCK_STREAM or SOCK_DGRAM */
 	int index;                /* the socket number */
+	int index_fd;             /* an accepted socket's own number (raccept), or -1 */
 	int state;                /* enum rs_state (under cq_lock once connected) */
 	bool rd_open, wr_open;    /* CONNECTED: not shut down for reading / writing */
 	int err;                  /* pending error (SO_ERROR, next call) */
