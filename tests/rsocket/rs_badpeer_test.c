@@ -11,6 +11,11 @@
  *   killed       the peer process is killed (its daemon sends the DREQ, without the
  *                rsocket DISCONNECT message before it)
  *
+ * and one that is not bad input: keepalive.  An idle connection whose server socket has
+ * SO_KEEPALIVE with TCP_KEEPIDLE 1 must put packets on the link (the 0-byte RDMA WRITEs
+ * and their ACKs, counted by `uroce stat`, $UROCE_BIN) within 3.5 s; the same idle
+ * connection without keepalive must not (the control).
+ *
  * Not here (see docs/rsockets.md): a data or credit overrun.  The server advertises
  * the second half of its receive buffer at its first credit update, so the window is
  * the whole registered buffer and a write beyond it is refused by the transport (a
@@ -25,6 +30,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,8 +161,73 @@ static void expect_reset(const char *what, int s)
 	printf("%s: reset seen (rrecv ECONNRESET, rsend EPIPE)\n", what);
 }
 
-enum kind { BAD_OPCODE, BAD_CTRL, BAD_LEN, KILLED };
-static const char *names[] = { "bad-opcode", "bad-ctrl", "bad-len", "killed" };
+enum kind { BAD_OPCODE, BAD_CTRL, BAD_LEN, KILLED, KEEPALIVE, IDLE };
+static const char *names[] = { "bad-opcode", "bad-ctrl", "bad-len", "killed", "keepalive", "idle" };
+
+/* Packets uroce0 sent so far (UDP and shared memory, every context): -1 if unknown. */
+static long long link_tx_packets(void)
+{
+	const char *u = getenv("UROCE_BIN");
+	char cmd[512], line[8192];
+	long long sum = -1;
+	FILE *f;
+
+	if (!u)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s stat show link uroce0/1", u);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *tok, *save = NULL, *prev = NULL;
+
+		if (!strstr(line, " total "))
+			continue;
+		sum = 0;
+		for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+			if (prev && (!strcmp(prev, "tx_packets") || !strcmp(prev, "shm_tx_packets")))
+				sum += atoll(tok);
+			prev = tok;
+		}
+	}
+	pclose(f);
+	return sum;
+}
+
+/* An idle connection for 3.5 s, keepalive on (1 s) or off: the packets it sent. */
+static void run_idle(enum kind k, uint16_t port)
+{
+	int l = listener(port), s, on = 1, idle = 1;
+	struct peer *p = calloc(1, sizeof(*p));
+	long long before, after;
+
+	if (peer_connect(p, port)) {
+		CHECK(0, "%s: the raw peer could not connect", names[k]);
+		exit(1);
+	}
+	s = raccept(l, NULL, NULL);
+	CHECK(s >= 0, "raccept: %s", strerror(errno));
+	if (k == KEEPALIVE) {
+		CHECK(!rsetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), "TCP_KEEPIDLE");
+		CHECK(!rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)), "SO_KEEPALIVE");
+	}
+	usleep(500 * 1000);          /* the connection's own packets have been counted */
+	before = link_tx_packets();
+	usleep(3500 * 1000);
+	after = link_tx_packets();
+	CHECK(before >= 0 && after >= 0, "%s: no counters from uroce stat", names[k]);
+	printf("%s: %lld packets in 3.5 s idle\n", names[k], after - before);
+	if (k == KEEPALIVE)
+		CHECK(after - before >= 2, "keepalive: only %lld packets in 3.5 s", after - before);
+	else
+		CHECK(after - before == 0, "idle: %lld packets without keepalive", after - before);
+	rclose(s);
+	rclose(l);
+	rdma_disconnect(p->id);
+	ibv_dereg_mr(p->mr);
+	rdma_destroy_ep(p->id);
+	free(p);
+}
 
 static void run_case(enum kind k, uint16_t port)
 {
@@ -233,10 +304,13 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	alarm(30);           /* a hang is a failure (SIGALRM ends the run) */
-	for (int k = BAD_OPCODE; k <= KILLED; k++) {
+	for (int k = BAD_OPCODE; k <= IDLE; k++) {
 		if (argc > 1 && strcmp(argv[1], names[k]))
 			continue;
-		run_case((enum kind)k, port++);
+		if (k >= KEEPALIVE)
+			run_idle((enum kind)k, port++);
+		else
+			run_case((enum kind)k, port++);
 	}
 	if (fails) {
 		printf("%d check(s) failed\n", fails);
