@@ -178,7 +178,8 @@ preload-iperf3|preload-iperf3-bidir|nopreload-iperf3)
 	# ways at once for 2 s, the ssh-style case); the bytes the server received, from the
 	# client's JSON, must show in uroce's counters.  The negative control is the same run
 	# without the preload (kernel TCP).
-	pre="env LD_PRELOAD=$PRELOAD"
+	# (after an LD_PRELOAD already there: the ASan runtime under the sanitizer build)
+	pre="env LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$PRELOAD"
 	[ "$CASE" = nopreload-iperf3 ] && pre=""
 	what="-n 200M"
 	[ "$CASE" = preload-iperf3-bidir ] && what="--bidir -t 2"
