@@ -40,6 +40,10 @@
 #            up in parallel through uroce's CM; the rate is 100 over   opened at once, each counted when the
 #            the sum of its create id, resolve addr, resolve route,    client has read the byte the server's
 #            create qp and connect steps (conn/s; no target)          accept() wrote (conn/s)
+# rsocket_bw iperf3 -t SECS, client and server both under           iperf3 TCP, the same command without
+#            LD_PRELOAD=librspreload.so (rsockets, issue #14) via      the preload or uroce (not in the
+#            `uroce run`, UDP link; shm_rsocket_bw: the same over the   default set; needs BUILD/bin/cm_wait)
+#            shared-memory link (sender's Gbit/s, like write_bw)
 # The shm_* benchmarks run the same perftest over the shared-memory link (issue #16) against
 # the same peers, and against two more measured in the same run:
 #   shm_ring (bench/shm_ring.c): a plain two-process memfd ring, no RDMA -- the shared-
@@ -142,6 +146,34 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid 2>/dev/null
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit peer $rep "$(sed -n 's/^tcp_connrate .* rate=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
+			rep=$((rep + 1))
+			continue
+		fi
+		if [ "$BENCH" = rsocket_bw ] || [ "$BENCH" = shm_rsocket_bw ]; then
+			# uroce: unmodified iperf3 on rsockets (librspreload), both sides; the
+			# server's rlisten is an RDMA CM listener, which cm_wait sees
+			pre="env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"
+			echo "== rep $rep iperf3 over rsockets" >>"$log"
+			$S "$UROCE" run $pre iperf3 -s -1 -p $port >"$OUT.srv" 2>&1 &
+			spid=$!
+			if "$BUILD/bin/cm_wait" -t 20 >>"$log" 2>&1; then
+				$C "$UROCE" run $pre iperf3 -c 127.0.0.1 -p $port -t "$SECS" -J >"$OUT.cli" 2>&1
+			else
+				echo "no CM listener (does this uroced have the connection manager?)" >"$OUT.cli"
+				kill $spid 2>/dev/null
+			fi
+			wait $spid 2>/dev/null
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit uroce $rep "$(jq -r '.end.sum_sent.bits_per_second / 1e9' <"$OUT.cli" 2>/dev/null)"
+			# the peer: the same iperf3 over kernel TCP, pinned the same way
+			echo "== rep $rep peer iperf3 TCP" >>"$log"
+			$S iperf3 -s -1 -p $((port + 1000)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port t $((port + 1000)) &&
+				$C iperf3 -c 127.0.0.1 -p $((port + 1000)) -t "$SECS" -J >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit peer $rep "$(jq -r '.end.sum_sent.bits_per_second / 1e9' <"$OUT.cli" 2>/dev/null)"
 			rep=$((rep + 1))
 			continue
 		fi
@@ -316,6 +348,10 @@ done
 for t in ib_write_bw ib_write_lat ib_send_bw ib_read_bw ib_atomic_bw iperf3 ucx_perftest taskset jq; do
 	command -v $t >/dev/null || { echo "run.sh: $t not installed"; exit 2; }
 done
+case " $BENCHES " in *"rsocket_bw "*)
+	[ -x "$BUILD/bin/cm_wait" ] || { echo "run.sh: $BUILD/bin/cm_wait missing: build first (cmake --build $BUILD)"; exit 2; }
+	[ -r /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so ] || { echo "run.sh: librspreload.so (librdmacm1) not installed"; exit 2; } ;;
+esac
 case " $BENCHES " in *" cm_connect "*)
 	for f in bin/cm_wait bin/tcp_connrate; do
 		[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
@@ -381,6 +417,9 @@ END {
 	peer["ucx_put_bw"] = "ucx tcp"; peer["ucx_tag_lat"] = "ucx tcp"
 	goal["ucx_put_bw"] = "> 1.0"; goal["ucx_tag_lat"] = "< 1.0"
 	peer["cm_connect"] = "tcp connect"; goal["cm_connect"] = "(none)"
+	unit["rsocket_bw"] = unit["shm_rsocket_bw"] = "Gb/s"
+	peer["rsocket_bw"] = peer["shm_rsocket_bw"] = "iperf3 TCP"
+	goal["rsocket_bw"] = "(report)"; goal["shm_rsocket_bw"] = "> 1.0"
 	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
 	unit["shm_write_bw"] = unit["shm_read_bw"] = "Gb/s"; unit["shm_write_lat"] = "us"
 	unit["shm_send_bw"] = unit["shm_atomic_bw"] = "Mpps"

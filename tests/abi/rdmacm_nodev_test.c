@@ -3,7 +3,7 @@
  * call fails the way rdma-core 44 fails without an RDMA device (ENODEV, which
  * programs report as "No RDMA devices were detected"), NULL arguments give EINVAL
  * instead of a crash, nothing is written through the caller's pointers, void calls
- * accept NULL, nothing blocks, and the rsocket calls say ENOSYS (another issue).
+ * accept NULL, nothing blocks, and the rsocket calls fail as a socket call would (ENODEV, EBADF).
  *
  * "No daemon" is made explicit: main() points the library at an abstract socket
  * name nobody listens on and at a daemon binary that does not exist, so no uroced
@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -180,46 +181,66 @@ static void test_create_ep_no_device(void **state)
 	assert_null(out);
 }
 
-static void test_rsocket_enosys(void **state)
+/* With no device an rsocket cannot be made (ENODEV, as rdma_create_id); a number that
+ * is not an rsocket is EBADF for every call; rpoll/rselect still serve ordinary fds. */
+static void test_rsocket_no_device(void **state)
 {
 	char buf[8];
 	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
-	struct pollfd pfd = { .fd = 0, .events = POLLIN };
-	int opt = 0;
+	struct timeval tv = { 0, 0 };
+	struct pollfd pfd;
+	int opt = 0, p[2];
+	fd_set rd;
 
-	assert_fails(rsocket(AF_INET, SOCK_STREAM, 0), ENOSYS);
-	assert_fails(rbind(3, (struct sockaddr *)&sin, len), ENOSYS);
-	assert_fails(rlisten(3, 1), ENOSYS);
-	assert_fails(raccept(3, NULL, NULL), ENOSYS);
-	assert_fails(rconnect(3, (struct sockaddr *)&sin, len), ENOSYS);
-	assert_fails(rshutdown(3, SHUT_RDWR), ENOSYS);
-	assert_fails(rclose(3), ENOSYS);
-	assert_fails(rrecv(3, buf, sizeof(buf), 0), ENOSYS);
-	assert_fails(rrecvfrom(3, buf, sizeof(buf), 0, NULL, NULL), ENOSYS);
-	assert_fails(rrecvmsg(3, &msg, 0), ENOSYS);
-	assert_fails(rsend(3, buf, sizeof(buf), 0), ENOSYS);
-	assert_fails(rsendto(3, buf, sizeof(buf), 0, NULL, 0), ENOSYS);
-	assert_fails(rsendmsg(3, &msg, 0), ENOSYS);
-	assert_fails(rread(3, buf, sizeof(buf)), ENOSYS);
-	assert_fails(rreadv(3, &iov, 1), ENOSYS);
-	assert_fails(rwrite(3, buf, sizeof(buf)), ENOSYS);
-	assert_fails(rwritev(3, &iov, 1), ENOSYS);
-	assert_fails(rpoll(&pfd, 1, 0), ENOSYS);
-	assert_fails(rpoll(NULL, 0, -1), ENOSYS);	/* must not block */
-	assert_fails(rselect(0, NULL, NULL, NULL, NULL), ENOSYS);
-	assert_fails(rgetpeername(3, NULL, NULL), ENOSYS);
-	assert_fails(rgetsockname(3, NULL, NULL), ENOSYS);
-	assert_fails(rsetsockopt(3, SOL_SOCKET, SO_REUSEADDR, &opt, sizeof(opt)), ENOSYS);
-	assert_fails(rgetsockopt(3, SOL_SOCKET, SO_REUSEADDR, NULL, NULL), ENOSYS);
-	assert_fails(rfcntl(3, F_SETFL, O_NONBLOCK), ENOSYS);
-	assert_fails(riomap(3, buf, sizeof(buf), PROT_WRITE, 0, -1), ENOSYS);
-	assert_fails(riounmap(3, buf, sizeof(buf)), ENOSYS);
+	assert_fails(rsocket(AF_INET, SOCK_STREAM, 0), ENODEV);
+	assert_fails(rsocket(AF_UNIX, SOCK_STREAM, 0), ENOTSUP);
+	assert_fails(rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), ENOTSUP);
+	assert_fails(rsocket(AF_INET, SOCK_DGRAM, 0), ENOTSUP);	/* not implemented */
+	assert_fails(rbind(3, (struct sockaddr *)&sin, len), EBADF);
+	assert_fails(rlisten(3, 1), EBADF);
+	assert_fails(raccept(3, NULL, NULL), EBADF);
+	assert_fails(rconnect(3, (struct sockaddr *)&sin, len), EBADF);
+	assert_fails(rshutdown(3, SHUT_RDWR), EBADF);
+	assert_fails(rclose(3), EBADF);
+	assert_fails(rrecv(3, buf, sizeof(buf), 0), EBADF);
+	assert_fails(rrecvfrom(3, buf, sizeof(buf), 0, NULL, NULL), EBADF);
+	assert_fails(rrecvmsg(3, &msg, 0), EBADF);
+	assert_fails(rsend(3, buf, sizeof(buf), 0), EBADF);
+	assert_fails(rsendto(3, buf, sizeof(buf), 0, NULL, 0), EBADF);
+	assert_fails(rsendmsg(3, &msg, 0), EBADF);
+	assert_fails(rread(3, buf, sizeof(buf)), EBADF);
+	assert_fails(rreadv(3, &iov, 1), EBADF);
+	assert_fails(rwrite(3, buf, sizeof(buf)), EBADF);
+	assert_fails(rwritev(3, &iov, 1), EBADF);
+	assert_fails(rgetpeername(3, NULL, NULL), EBADF);
+	assert_fails(rgetsockname(3, NULL, NULL), EBADF);
+	assert_fails(rsetsockopt(3, SOL_SOCKET, SO_REUSEADDR, &opt, sizeof(opt)), EBADF);
+	assert_fails(rgetsockopt(3, SOL_SOCKET, SO_REUSEADDR, NULL, NULL), EBADF);
+	assert_fails(rfcntl(3, F_SETFL, O_NONBLOCK), EBADF);
+	assert_fails(riomap(3, buf, sizeof(buf), PROT_WRITE, 0, -1), EBADF);
+	assert_fails(riounmap(3, buf, sizeof(buf)), EBADF);
 	errno = 0;
 	assert_true(riowrite(3, buf, sizeof(buf), 0, 0) == (size_t)-1);
-	assert_int_equal(errno, ENOSYS);
+	assert_int_equal(errno, EBADF);
+
+	/* rpoll and rselect on ordinary fds: nothing blocks. */
+	assert_int_equal(rpoll(NULL, 0, 0), 0);
+	assert_int_equal(rselect(0, NULL, NULL, NULL, &tv), 0);
+	assert_int_equal(pipe(p), 0);
+	pfd = (struct pollfd){ .fd = p[0], .events = POLLIN };
+	assert_int_equal(rpoll(&pfd, 1, 10), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(rpoll(&pfd, 1, -1), 1);
+	assert_true(pfd.revents & POLLIN);
+	FD_ZERO(&rd);
+	FD_SET(p[0], &rd);
+	assert_int_equal(rselect(p[0] + 1, &rd, NULL, NULL, NULL), 1);
+	assert_true(FD_ISSET(p[0], &rd));
+	close(p[0]);
+	close(p[1]);
 }
 
 int main(void)
@@ -231,7 +252,7 @@ int main(void)
 		cmocka_unit_test(test_addrinfo_and_devices),
 		cmocka_unit_test(test_null_arguments),
 		cmocka_unit_test(test_create_ep_no_device),
-		cmocka_unit_test(test_rsocket_enosys),
+		cmocka_unit_test(test_rsocket_no_device),
 	};
 	char name[64];
 
