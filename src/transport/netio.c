@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ipc/ipc.h"
+#include "transport/capture.h"
 #include "transport/fault.h"
 #include "transport/netio.h"
 #include "transport/shm.h"
@@ -140,6 +141,7 @@ struct uroce_netio {
 	 * rx_now is the clock of the batch being delivered (0: not read yet). */
 	struct uroce_icrc_rx idrx;
 	uint64_t rx_now;
+	struct uroce_cap *cap;             /* the capture tap (capture.h); NULL: none */
 };
 
 struct uroce_netio_tx {
@@ -149,6 +151,8 @@ struct uroce_netio_tx {
 	uint8_t sgid[16];
 	uint16_t sport;
 	bool gso;                          /* cleared when the kernel refuses UDP_SEGMENT */
+	uint8_t tclass, hop_limit;         /* as set by uroce_netio_tx_set_grh (for a capture) */
+	uint32_t qpn;                      /* the QP it sends for (for a capture) */
 
 	/* Fault injection (only allocated when UROCE_FAULT is set). */
 	uint8_t *scratch;                  /* a corrupted copy; never the caller's memory */
@@ -308,6 +312,8 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	if (ret)
 		goto fail;
 	setup_counters(nio, ctx);
+	if (uroce_cap_open(ctx, &nio->cap))
+		nio->cap = NULL;   /* an older daemon: no capture, the data path is the same */
 	*out = nio;
 	return 0;
 fail:
@@ -329,6 +335,7 @@ void uroce_netio_close(struct uroce_netio *nio)
 	/* The daemon keeps the block mapped until the connection closes; our mapping goes. */
 	if (nio->cnt)
 		uroce_counters_destroy(nio->cnt);
+	uroce_cap_close(nio->cap);
 	free(nio->rx_bufs);
 	pthread_mutex_destroy(&nio->rx_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
@@ -343,6 +350,11 @@ int uroce_netio_fd(const struct uroce_netio *nio)
 uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio)
 {
 	return nio ? nio->c + C_NUM : NULL;
+}
+
+struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio)
+{
+	return nio ? nio->cap : NULL;
 }
 
 uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx)
@@ -407,6 +419,7 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	if (!tx)
 		return -ENOMEM;
 	tx->nio = nio;
+	tx->qpn = qpn;
 	memcpy(tx->sgid, sgid, 16);
 	tx->gso = nio->gso;
 	tx->family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
@@ -479,6 +492,8 @@ int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uin
 
 	if (!tx)
 		return -EINVAL;
+	tx->tclass = traffic_class;
+	tx->hop_limit = hop_limit;
 	/* The AH's hop limit applies to multicast destinations too (IBA 8.3 GRH HopLmt);
 	 * the kernel keeps a separate TTL for those, default 1: set both. */
 	if (tx->family == AF_INET)
@@ -611,6 +626,9 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		r = netio_sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (r < 0 && errno == EINTR);
 	if (r >= 0) {
+		if (uroce_cap_on(nio->cap))   /* each segment as the kernel cuts it */
+			uroce_cap_udp_tx(nio->cap, tx->qpn, tx->sgid, tx->sport, dst->gid, dst->port,
+					 tx->tclass, tx->hop_limit, iov, iovcnt, cnt, bytes, seg);
 		ctr_add(nio, C_TX_PACKETS, cnt);
 		ctr_add(nio, C_TX_BYTES, bytes);
 		if (cnt > 1)
@@ -900,6 +918,11 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 		else if (p.pkt.icrc_status == UROCE_ICRC_BAD_ID)
 			e = UROCE_RX_BAD_ICRC_ID;
 	}
+	if (uroce_cap_on(nio->cap))   /* dropped ones too: what arrived */
+		uroce_cap_udp_rx(nio->cap, p.src.gid, p.src.port, p.dgid, (uint8_t)meta->tos,
+				 (uint8_t)meta->ttl, ia.family == AF_INET6 ? meta->flow_label : 0,
+				 p.pkt.icrc_status == UROCE_ICRC_OK_ID ? p.pkt.ip_id
+				 : e == UROCE_RX_OK ? 0 : id_hint, buf, len);
 	if (e != UROCE_RX_OK) {
 		count_drop(nio, e);
 		return 0;
