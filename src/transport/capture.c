@@ -102,7 +102,6 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	struct uroce_cap_hdr *hdr = c->hdr;
 	uint32_t need = uroce_cap_rec_size(h->len), r = c->ring_bytes, at, skip;
 	uint64_t head, tail;
-	struct timespec ts;
 	uint8_t *p;
 	size_t left = h->len;
 
@@ -128,8 +127,8 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 		tail += skip;
 		at = 0;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	h->ts_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (!h->ts_ns)
+		h->ts_ns = uroce_cap_now();
 	p = c->data + at;
 	memcpy(p, h, sizeof(*h));
 	p += sizeof(*h);
@@ -155,8 +154,16 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	pthread_mutex_unlock(c->lock);
 }
 
-void uroce_cap_udp_tx(struct uroce_cap *c, uint32_t sqpn, const uint8_t sgid[16], uint16_t sport,
-		      const uint8_t dgid[16], uint16_t dport, uint8_t tclass, uint8_t hop_limit,
+uint64_t uroce_cap_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void uroce_cap_udp_tx(struct uroce_cap *c, uint64_t t0, uint32_t sqpn, const uint8_t sgid[16],
+		      uint16_t sport, const uint8_t dgid[16], uint16_t dport, uint8_t tclass, uint8_t hop_limit,
 		      const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
 		      uint16_t seg)
 {
@@ -167,6 +174,7 @@ void uroce_cap_udp_tx(struct uroce_cap *c, uint32_t sqpn, const uint8_t sgid[16]
 	h.dir = UROCE_CAP_TX;
 	h.link = UROCE_CAP_UDP;
 	h.sqpn = sqpn;
+	h.ts_ns = t0;
 	h.flags = UROCE_CAP_F_ICRC;
 	h.tclass = tclass;
 	h.hop_limit = hop_limit;

@@ -42,11 +42,15 @@ static inline bool uroce_cap_on(const struct uroce_cap *c)
 	return c && __atomic_load_n(&c->hdr->active, __ATOMIC_RELAXED) != 0;
 }
 
+/* CLOCK_REALTIME in ns: a record's time. */
+uint64_t uroce_cap_now(void);
+
 /* The UDP path: a sendmsg of @bytes in @iov that the kernel segments at @seg (cnt > 1:
- * segment k gets IPv4 Identification k) — one record per segment, as on the wire. */
-void uroce_cap_udp_tx(struct uroce_cap *c, uint32_t sqpn, const uint8_t sgid[16], uint16_t sport,
-		      const uint8_t dgid[16], uint16_t dport, uint8_t tclass, uint8_t hop_limit,
-		      const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
+ * segment k gets IPv4 Identification k) — one record per segment, as on the wire, at
+ * time @t0 (read before the sendmsg: a receiver may see the packet before it returns). */
+void uroce_cap_udp_tx(struct uroce_cap *c, uint64_t t0, uint32_t sqpn, const uint8_t sgid[16],
+		      uint16_t sport, const uint8_t dgid[16], uint16_t dport, uint8_t tclass,
+		      uint8_t hop_limit, const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
 		      uint16_t seg);
 /* A received packet (one segment of a coalesced datagram), with what the IP and UDP
  * headers said and the IPv4 Identification it was sent with (as far as known). */
