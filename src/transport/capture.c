@@ -33,7 +33,7 @@ static uint32_t ring_bytes_env(void)
 	return r;
 }
 
-int uroce_cap_open(struct uroce_context *ctx, struct uroce_cap **out)
+int uroce_cap_open(struct uroce_context *ctx, uint64_t *missed, struct uroce_cap **out)
 {
 	struct uroce_cap *c;
 	uint32_t r = ring_bytes_env();
@@ -46,6 +46,7 @@ int uroce_cap_open(struct uroce_context *ctx, struct uroce_cap **out)
 		return -ENOMEM;
 	c->lock = c + 1;
 	c->fd = -1;
+	c->missed_ctr = missed;
 	pthread_mutex_init(c->lock, NULL);
 	c->ring_bytes = r;
 	c->size = UROCE_CAP_HDR_BYTES + (size_t)r;
@@ -117,6 +118,8 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	if (head > tail || tail - head > r || tail - head + skip + need > r) {
 		__atomic_store_n(&hdr->missed, ++c->missed, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(c->lock);
+		if (c->missed_ctr)
+			__atomic_fetch_add(c->missed_ctr, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	if (skip) {

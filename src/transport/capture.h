@@ -29,12 +29,14 @@ struct uroce_cap {
 	uint32_t ring_bytes;
 	int fd;
 	uint64_t tail, missed, recorded; /* under lock; the header's copies are published */
+	uint64_t *missed_ctr;            /* `uroce stat`'s capture_missed, or NULL */
 	void *lock;                      /* pthread_mutex_t, allocated with the object */
 };
 
 /* Create the context's ring on its device and register it with uroced: 0, or -errno (an
- * older daemon: -EOPNOTSUPP; the data path then runs without a tap). */
-int uroce_cap_open(struct uroce_context *ctx, struct uroce_cap **out);
+ * older daemon: -EOPNOTSUPP; the data path then runs without a tap).  @missed (or NULL):
+ * a published counter that counts the packets a full ring did not take as well. */
+int uroce_cap_open(struct uroce_context *ctx, uint64_t *missed, struct uroce_cap **out);
 void uroce_cap_close(struct uroce_cap *c);
 
 static inline bool uroce_cap_on(const struct uroce_cap *c)

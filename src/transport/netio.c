@@ -81,7 +81,8 @@
 	X(FAULT_DROP, "fault_drop")                                                     \
 	X(FAULT_DUP, "fault_dup")                                                       \
 	X(FAULT_REORDER, "fault_reorder")                                               \
-	X(FAULT_CORRUPT, "fault_corrupt")
+	X(FAULT_CORRUPT, "fault_corrupt")                                               \
+	X(CAP_MISSED, "capture_missed")
 
 enum netio_ctr {
 #define X(n, s) C_##n,
@@ -312,7 +313,7 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	if (ret)
 		goto fail;
 	setup_counters(nio, ctx);
-	if (uroce_cap_open(ctx, &nio->cap))
+	if (uroce_cap_open(ctx, &nio->c[C_CAP_MISSED], &nio->cap))
 		nio->cap = NULL;   /* an older daemon: no capture, the data path is the same */
 	*out = nio;
 	return 0;

@@ -14,6 +14,8 @@
 #               file must fail the ICRC check and decode; a capture with -c stops at COUNT.
 #   fault       udp with UROCE_FAULT (RC only): the NAKs are there, and the captured
 #               packets with a bad ICRC are exactly the ones fault injection corrupted.
+#   missed      rings too small: the capture says how many packets it missed, as the
+#               counter capture_missed does; what it did capture verifies.
 #   uid         a capture by another user (nobody) of root's run gets nothing; the same
 #               user's run (as nobody) it gets.
 set -u
@@ -188,6 +190,23 @@ fault)
 	[ "$corrupt" -gt 0 ] || fail "fault injection corrupted nothing"
 	expect_eq "bad ICRCs in the capture against fault_corrupt" "$badicrc" "$corrupt"
 	[ "$naks" -gt 0 ] || fail "no NAK in the capture"
+	;;
+missed)
+	# Rings of 64 KiB cannot hold a 1 MiB WRITE's packets: the capture misses some, says
+	# how many, and `uroce stat`'s capture_missed says the same.
+	export UROCE_CAPTURE_RING_KB=64
+	start_capture "$tmp/m.pcap"
+	run_prog ops shm
+	sleep 0.2
+	kill -INT "$cap_pid"
+	wait "$cap_pid" || fail "uroce capture exited with $?"
+	cat "$tmp/m.pcap.err"
+	said=$(sed -n 's/.* captured, \([0-9]*\) missed.*/\1/p' "$tmp/m.pcap.err")
+	ctr=$(total capture_missed)
+	echo "the capture says $said missed, capture_missed $ctr"
+	[ "${said:-0}" -gt 0 ] || fail "nothing missed with 64 KiB rings"
+	expect_eq "missed packets against capture_missed" "$said" "$ctr"
+	/usr/bin/python3 "$CHECK" "$tmp/m.pcap" || fail "what was captured must still verify"
 	;;
 uid)
 	chmod 777 "$tmp"
