@@ -407,6 +407,8 @@ static int flush_pending(struct capture *c, uint64_t upto)
 	size_t n = 0;
 	int err = 0;
 
+	if (!c->npend)
+		return c->out && fflush(c->out) ? -EIO : 0;
 	qsort(c->pend, c->npend, sizeof(*c->pend), rec_cmp);
 	for (; n < c->npend && c->pend[n].ts <= upto; n++) {
 		struct rec *e = &c->pend[n];
@@ -425,8 +427,10 @@ static int flush_pending(struct capture *c, uint64_t upto)
 			err = write_rec(c, e);
 		free(e->frame);
 	}
-	memmove(c->pend, c->pend + n, (c->npend - n) * sizeof(*c->pend));
-	c->npend -= n;
+	if (n) {
+		memmove(c->pend, c->pend + n, (c->npend - n) * sizeof(*c->pend));
+		c->npend -= n;
+	}
 	if (c->out && fflush(c->out))
 		err = -EIO;
 	else if (!c->out)
