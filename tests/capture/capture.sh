@@ -16,6 +16,8 @@
 #               packets with a bad ICRC are exactly the ones fault injection corrupted.
 #   missed      rings too small: the capture says how many packets it missed, as the
 #               counter capture_missed does; what it did capture verifies.
+#   qpn         -q QPN with two ibv_rc_pingpong pairs at once: only the packets to and from
+#               that QP.
 #   uid         a capture by another user (nobody) of root's run gets nothing; the same
 #               user's run (as nobody) it gets.
 set -u
@@ -207,6 +209,40 @@ missed)
 	[ "${said:-0}" -gt 0 ] || fail "nothing missed with 64 KiB rings"
 	expect_eq "missed packets against capture_missed" "$said" "$ctr"
 	/usr/bin/python3 "$CHECK" "$tmp/m.pcap" || fail "what was captured must still verify"
+	;;
+qpn)
+	# -q: two ibv_rc_pingpong pairs at once; the capture of server A's QP holds the packets
+	# to it and those it sent (to client A's QP), none of pair B's.
+	for x in a b; do
+		port=$([ $x = a ] && echo 18515 || echo 18516)
+		"$UROCE" run stdbuf -oL ibv_rc_pingpong -g 0 -n 100 -p $port >"$tmp/srv.$x" 2>&1 &
+		eval srv_$x=$!
+	done
+	wait_for 10 grep -q QPN "$tmp/srv.a" || fail "server a did not start"
+	wait_for 10 grep -q QPN "$tmp/srv.b" || fail "server b did not start"
+	qpn() { sed -n 's/.*local address: .*QPN 0x0*\([0-9a-f]*\),.*/\1/p' "$1" | head -1; }
+	qa=$(qpn "$tmp/srv.a")
+	"$UROCE" capture -q "0x$qa" -w "$tmp/q.pcap" 2>"$tmp/q.pcap.err" &
+	cap_pid=$!
+	wait_for 10 grep -q "capturing on" "$tmp/q.pcap.err" || fail "the capture did not start"
+	for x in a b; do
+		port=$([ $x = a ] && echo 18515 || echo 18516)
+		"$UROCE" run stdbuf -oL ibv_rc_pingpong -g 0 -n 100 -p $port 127.0.0.1 >"$tmp/cli.$x" 2>&1 &
+		eval cli_$x=$!
+	done
+	for p in $cli_a $cli_b $srv_a $srv_b; do
+		wait $p || fail "an ibv_rc_pingpong exited with $?"
+	done
+	sleep 0.2
+	stop_capture "$tmp/q.pcap"
+	ca=$(qpn "$tmp/cli.a")
+	qb=$(qpn "$tmp/srv.b")
+	cb=$(qpn "$tmp/cli.b")
+	$TS -r "$tmp/q.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null | sed 's/^0x0*//' | sort | uniq -c >"$tmp/q.qps"
+	echo "pair a: $qa <-> $ca, pair b: $qb <-> $cb; captured with -q 0x$qa (count qpn):"
+	cat "$tmp/q.qps"
+	expect_eq "destination QPs in the -q capture" "$(awk '{ print $2 }' "$tmp/q.qps" | sort | tr '\n' ' ')" \
+		"$(printf '%s\n%s\n' "$qa" "$ca" | sort | tr '\n' ' ')"
 	;;
 uid)
 	chmod 777 "$tmp"
