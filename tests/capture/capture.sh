@@ -16,6 +16,8 @@
 #               packets with a bad ICRC are exactly the ones fault injection corrupted.
 #   missed      rings too small: the capture says how many packets it missed, as the
 #               counter capture_missed does; what it did capture verifies.
+#   v6          IPv6 GIDs on both links (ibv_rc_pingpong -g 1): IPv6 frames, ICRCs right
+#               (zlib over the masked headers), the count what was sent.
 #   qpn         -q QPN with two ibv_rc_pingpong pairs at once: only the packets to and from
 #               that QP.
 #   uid         a capture by another user (nobody) of root's run gets nothing; the same
@@ -209,6 +211,33 @@ missed)
 	[ "${said:-0}" -gt 0 ] || fail "nothing missed with 64 KiB rings"
 	expect_eq "missed packets against capture_missed" "$said" "$ctr"
 	/usr/bin/python3 "$CHECK" "$tmp/m.pcap" || fail "what was captured must still verify"
+	;;
+v6)
+	# IPv6 (GID 1, ::1) on both links: ibv_rc_pingpong; the capture's frames are IPv6, their
+	# ICRCs verify (check_pcap.py: zlib over the masked headers) and the count is what was
+	# sent.
+	for link in shm udp; do
+		sent0=$(( $(total tx_packets) + $(total shm_tx_packets) ))
+		start_capture "$tmp/v6$link.pcap"
+		UROCE_LINK=$link "$UROCE" run ibv_rc_pingpong -g 1 -n 50 >"$tmp/srv" 2>&1 &
+		s=$!
+		sleep 0.5
+		UROCE_LINK=$link "$UROCE" run ibv_rc_pingpong -g 1 -n 50 127.0.0.1 >"$tmp/cli" 2>&1 ||
+			{ cat "$tmp/cli"; fail "$link: the ibv_rc_pingpong client failed"; }
+		wait $s || fail "$link: the ibv_rc_pingpong server failed"
+		sleep 0.2
+		stop_capture "$tmp/v6$link.pcap"
+		sent=$(( $(total tx_packets) + $(total shm_tx_packets) - sent0 ))
+		/usr/bin/python3 "$CHECK" "$tmp/v6$link.pcap" >"$tmp/check.out" 2>&1 || fail "$link: ICRC check"
+		cat "$tmp/check.out"
+		n=$($TS -r "$tmp/v6$link.pcap" -Y 'ipv6 && infiniband.bth' 2>/dev/null | wc -l)
+		bad=$($TS -r "$tmp/v6$link.pcap" -Y '_ws.malformed || _ws.expert.severity >= warning' 2>/dev/null | wc -l)
+		echo "$link: $n IPv6 frames with a BTH, $bad malformed, $sent sent"
+		[ "$n" -ge 500 ] || fail "$link: too few IPv6 packets ($n)"
+		expect_eq "$link: IPv6 packets against the packets sent" "$n" "$sent"
+		expect_eq "$link: malformed" "$bad" 0
+		grep -q "ipv6 $n\$" "$tmp/check.out" || fail "$link: not every frame is IPv6"
+	done
 	;;
 qpn)
 	# -q: two ibv_rc_pingpong pairs at once; the capture of server A's QP holds the packets
