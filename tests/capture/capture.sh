@@ -68,7 +68,7 @@ total() {
 	"$UROCE" stat 2>/dev/null | awk -v n="$1" '/ total / { for (i = 1; i < NF; i++) if ($i == n) s += $(i + 1) } END { print s + 0 }'
 }
 run_prog() {
-	timeout 150 "$UROCE" run "$PROG" "$@" >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out"; fail "shm_link $* failed"; }
+	timeout 400 "$UROCE" run "$PROG" "$@" >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out"; fail "shm_link $* failed"; }
 	grep PASS "$tmp/run.out"
 }
 
@@ -169,9 +169,9 @@ shm | udp)
 	wait "$c20" || fail "-c capture exited with $?"
 	expect_eq "frames with -c 20" "$($TS -r "$tmp/c20.pcap" 2>/dev/null | wc -l)" 20
 	# -w -: a stream tshark reads from a pipe.
-	( "$UROCE" capture -c 50 -w - 2>/dev/null | $TS -r - -Y infiniband.bth 2>/dev/null | wc -l >"$tmp/pipe.n" ) &
+	( "$UROCE" capture -c 50 -w - 2>"$tmp/pipe.err" | $TS -r - -Y infiniband.bth 2>/dev/null | wc -l >"$tmp/pipe.n" ) &
 	p=$!
-	sleep 0.5
+	wait_for 10 grep -q "capturing on" "$tmp/pipe.err" || fail "the piped capture did not start"
 	run_prog ops "$CASE"
 	wait "$p"
 	expect_eq "packets tshark read from the pipe" "$(cat "$tmp/pipe.n")" 50
@@ -219,9 +219,11 @@ v6)
 	for link in shm udp; do
 		sent0=$(( $(total tx_packets) + $(total shm_tx_packets) ))
 		start_capture "$tmp/v6$link.pcap"
-		UROCE_LINK=$link "$UROCE" run ibv_rc_pingpong -g 1 -n 50 >"$tmp/srv" 2>&1 &
+		UROCE_LINK=$link "$UROCE" run stdbuf -oL ibv_rc_pingpong -g 1 -n 50 >"$tmp/srv" 2>&1 &
 		s=$!
-		sleep 0.5
+		# (it prints its address once it has its QP, right before it listens)
+		wait_for 20 grep -q "local address" "$tmp/srv" || fail "$link: the server did not start"
+		sleep 0.2
 		UROCE_LINK=$link "$UROCE" run ibv_rc_pingpong -g 1 -n 50 127.0.0.1 >"$tmp/cli" 2>&1 ||
 			{ cat "$tmp/cli"; fail "$link: the ibv_rc_pingpong client failed"; }
 		wait $s || fail "$link: the ibv_rc_pingpong server failed"
