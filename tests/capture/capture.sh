@@ -18,6 +18,8 @@
 #               counter capture_missed does; what it did capture verifies.
 #   v6          IPv6 GIDs on both links (ibv_rc_pingpong -g 1): IPv6 frames, ICRCs right
 #               (zlib over the masked headers), the count what was sent.
+#   veth        two hosts (namespaces joined by veth), a capture on each: received packets
+#               (GRO split, IDs recovered) verify, counts match, both sides agree.
 #   qpn         -q QPN with two ibv_rc_pingpong pairs at once: only the packets to and from
 #               that QP.
 #   uid         a capture by another user (nobody) of root's run gets nothing; the same
@@ -240,6 +242,48 @@ v6)
 		expect_eq "$link: malformed" "$bad" 0
 		grep -q "ipv6 $n\$" "$tmp/check.out" || fail "$link: not every frame is IPv6"
 	done
+	;;
+veth)
+	# Two hosts (network namespaces a and b joined by a veth pair, uroce1 on each, a daemon
+	# each): a capture on each side of ibv_rc_pingpong with 64 KiB messages (GSO sends).
+	# Each side sees what it sent and what it received from the other -- the received
+	# packets as netio read them, GRO-coalesced datagrams split, each with the IPv4 ID its
+	# sender gave it (recovered by the ICRC check) -- so every ICRC verifies, each capture
+	# holds its host's tx_packets + rx_packets, and the two captures hold the same packets.
+	netns_veth_setup || exit 1
+	for x in a b; do
+		eval pfx=\$NS_$(echo $x | tr ab AB)
+		$pfx "$UROCE" capture -d uroce1 -w "$tmp/$x.pcap" 2>"$tmp/$x.pcap.err" &
+		eval capx_$x=$!
+		wait_for 10 grep -q "capturing on" "$tmp/$x.pcap.err" || fail "$x: the capture did not start"
+	done
+	$NS_A "$UROCE" run stdbuf -oL ibv_rc_pingpong -d uroce1 -g 0 -s 65536 -n 50 >"$tmp/srv" 2>&1 &
+	s=$!
+	wait_for 20 grep -q "local address" "$tmp/srv" || fail "the server did not start"
+	sleep 0.2
+	$NS_B "$UROCE" run ibv_rc_pingpong -d uroce1 -g 0 -s 65536 -n 50 "$ADDR_A" >"$tmp/cli" 2>&1 ||
+		{ cat "$tmp/cli"; fail "the client failed"; }
+	wait $s || { cat "$tmp/srv"; fail "the server failed"; }
+	sleep 0.2
+	for x in a b; do
+		eval pfx=\$NS_$(echo $x | tr ab AB)
+		eval kill -INT \$capx_$x
+		eval wait \$capx_$x || fail "$x: uroce capture exited with $?"
+		cat "$tmp/$x.pcap.err"
+		/usr/bin/python3 "$CHECK" "$tmp/$x.pcap" >"$tmp/check.$x" 2>&1 || fail "$x: ICRC check"
+		cat "$tmp/check.$x"
+		n=$($TS -r "$tmp/$x.pcap" -Y infiniband.bth 2>/dev/null | wc -l)
+		tot=$($pfx "$UROCE" stat 2>/dev/null | awk '/ total / { for (i = 1; i < NF; i++) if ($i == "tx_packets" || $i == "rx_packets") s += $(i + 1) } END { print s + 0 }')
+		echo "$x: $n captured, tx_packets + rx_packets $tot"
+		[ "$n" -gt 500 ] || fail "$x: too few packets ($n)"
+		expect_eq "$x: captured against tx_packets + rx_packets" "$n" "$tot"
+		$TS -r "$tmp/$x.pcap" -T fields -e ip.src -e ip.id -e udp.srcport -e infiniband.bth.psn 2>/dev/null |
+			sort >"$tmp/$x.list"
+	done
+	cmp -s "$tmp/a.list" "$tmp/b.list" || fail "the two sides' captures differ"
+	ids=$(awk '$1 == "192.0.2.1" && $2 != "0x0000" { n++ } END { print n + 0 }' "$tmp/b.list")
+	echo "b received $ids segments with IPv4 ID > 0 from a"
+	[ "$ids" -gt 0 ] || fail "no received GSO segment with its ID"
 	;;
 qpn)
 	# -q: two ibv_rc_pingpong pairs at once; the capture of server A's QP holds the packets
