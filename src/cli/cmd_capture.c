@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ struct ring {
 	uint64_t head;
 	int32_t pid;
 	uint64_t missed_base;
+	uint64_t blocked_ts;           /* the last read stopped at a pending record this old */
 	bool dead;
 };
 
@@ -82,6 +84,7 @@ struct capture {
 	uint32_t qpn;                  /* -q; UINT32_MAX: all */
 	uint64_t limit, written, dups, bad_rings, gone_missed;
 	unsigned idx;
+	bool final;                    /* the last read: pending records count as sent */
 };
 
 static volatile sig_atomic_t stop;
@@ -304,6 +307,7 @@ static void ring_read(struct capture *c, size_t i)
 	uint64_t tail = __atomic_load_n(&r->hdr->tail, __ATOMIC_ACQUIRE);
 	uint64_t head = r->head;
 
+	r->blocked_ts = 0;
 	if (tail < head || tail - head > r->r)
 		goto broken;
 	while (head < tail) {
@@ -323,6 +327,19 @@ static void ring_read(struct capture *c, size_t i)
 		need = uroce_cap_rec_size(h.len);
 		if (need > r->r - at || need > tail - head)
 			goto broken;
+		/* A UDP send not settled yet (cap_proto.h): wait for it, unless it is old (a
+		 * producer that stopped) or this is the last read. */
+		h.state = __atomic_load_n(r->data + at + offsetof(struct uroce_cap_rec, state),
+					  __ATOMIC_ACQUIRE);
+		if (h.state == UROCE_CAP_ST_PENDING && !c->final &&
+		    now_ns() - h.ts_ns < UROCE_CAP_PENDING_MAX_NS) {
+			r->blocked_ts = h.ts_ns ? h.ts_ns : 1;
+			break;
+		}
+		if (h.state == UROCE_CAP_ST_CANCELLED) {
+			head += need;
+			continue;
+		}
 		if (pend_add(c, &h, r->data + at + sizeof(h)))
 			break;   /* out of memory: read it next round */
 		head += need;
@@ -563,7 +580,7 @@ int uroce_cmd_capture(int argc, char **argv)
 	fprintf(stderr, "uroce capture: capturing on %s\n", dev);
 
 	while (!stop && !(c.limit && c.written >= c.limit)) {
-		uint64_t t = now_ns();
+		uint64_t t = now_ns(), upto;
 		size_t before = c.npend;
 		struct pollfd pfd = { .fd = uroce_ipc_fd(ipc), .events = POLLIN };
 
@@ -591,7 +608,11 @@ int uroce_cmd_capture(int argc, char **argv)
 			else
 				i++;
 		}
-		if (flush_pending(&c, t > HOLD_NS ? t - HOLD_NS : 0)) {
+		upto = t > HOLD_NS ? t - HOLD_NS : 0;
+		for (size_t i = 0; i < c.nrings; i++)   /* nothing younger than a pending send */
+			if (c.rings[i].blocked_ts && c.rings[i].blocked_ts - 1 < upto)
+				upto = c.rings[i].blocked_ts - 1;
+		if (flush_pending(&c, upto)) {
 			fprintf(stderr, "uroce capture: writing failed: %s\n", strerror(errno));
 			status = 1;
 			break;
@@ -606,7 +627,21 @@ int uroce_cmd_capture(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		}
 	}
-	/* What the rings still hold, then everything pending. */
+	/* What the rings still hold (sends in flight settled: up to 100 ms), then everything
+	 * pending. */
+	for (int k = 0; k < 100; k++) {
+		bool blocked = false;
+
+		for (size_t i = 0; i < c.nrings; i++)
+			if (!c.rings[i].dead) {
+				ring_read(&c, i);
+				blocked |= c.rings[i].blocked_ts != 0;
+			}
+		if (!blocked)
+			break;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	c.final = true;
 	for (size_t i = 0; i < c.nrings; i++)
 		if (!c.rings[i].dead)
 			ring_read(&c, i);

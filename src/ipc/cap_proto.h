@@ -69,11 +69,21 @@ struct uroce_cap_rec {
 	uint8_t sgid[16], dgid[16];
 	uint16_t sport, dport;
 	uint16_t ip_id;
-	uint8_t hop_limit, pad;
+	uint8_t hop_limit;
+	uint8_t state;                   /* UROCE_CAP_ST_* */
 	uint32_t flow_label;
 	uint32_t sqpn;                   /* sent: the sending QP; received: UROCE_CAP_NO_QPN */
 };
 #define UROCE_CAP_NO_QPN 0xffffffffu
+/* A UDP send is recorded before its sendmsg (so that the capture knows of it before the
+ * receiver's copy can arrive) as PENDING, then set VALID or CANCELLED (the kernel took
+ * nothing).  The capture reads no further in a ring than its first PENDING record, and
+ * writes nothing younger than it, until it is settled (or 1 s old: a producer that
+ * stopped). */
+#define UROCE_CAP_ST_VALID 0
+#define UROCE_CAP_ST_PENDING 1
+#define UROCE_CAP_ST_CANCELLED 2
+#define UROCE_CAP_PENDING_MAX_NS 1000000000ull
 
 _Static_assert(sizeof(struct uroce_cap_hdr) == 192, "capture header layout");
 _Static_assert(sizeof(struct uroce_cap_rec) == 64, "capture record layout");

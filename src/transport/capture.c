@@ -96,9 +96,10 @@ void uroce_cap_close(struct uroce_cap *c)
 	free(c);
 }
 
-/* One record: @h (len set) and len bytes of the @iov stream from byte @off. */
-static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct iovec *iov,
-		   unsigned iovcnt, size_t off)
+/* One record, under c->lock: @h (len set) and len bytes of the @iov stream from byte
+ * @off.  Returns the record's offset in the ring, or -1 (missed). */
+static int64_t record_locked(struct uroce_cap *c, struct uroce_cap_rec *h,
+			     const struct iovec *iov, unsigned iovcnt, size_t off)
 {
 	struct uroce_cap_hdr *hdr = c->hdr;
 	uint32_t need = uroce_cap_rec_size(h->len), r = c->ring_bytes, at, skip;
@@ -107,8 +108,7 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	size_t left = h->len;
 
 	if (h->len > UROCE_CAP_PKT_MAX)
-		return;
-	pthread_mutex_lock(c->lock);
+		return -1;
 	/* head is the capture's: read once, and a value that makes no sense (more than the
 	 * ring behind us, or ahead of us) counts as a full ring. */
 	head = __atomic_load_n(&hdr->head, __ATOMIC_ACQUIRE);
@@ -117,10 +117,9 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	skip = r - at < need ? r - at : 0;
 	if (head > tail || tail - head > r || tail - head + skip + need > r) {
 		__atomic_store_n(&hdr->missed, ++c->missed, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(c->lock);
 		if (c->missed_ctr)
 			__atomic_fetch_add(c->missed_ctr, 1, __ATOMIC_RELAXED);
-		return;
+		return -1;
 	}
 	if (skip) {
 		/* Records are 8-aligned, so at least 8 bytes remain: room for the marker. */
@@ -154,6 +153,14 @@ static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct io
 	c->tail = tail;
 	__atomic_store_n(&hdr->recorded, ++c->recorded, __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->tail, tail, __ATOMIC_RELEASE);
+	return at;
+}
+
+static void record(struct uroce_cap *c, struct uroce_cap_rec *h, const struct iovec *iov,
+		   unsigned iovcnt, size_t off)
+{
+	pthread_mutex_lock(c->lock);
+	(void)record_locked(c, h, iov, iovcnt, off);
 	pthread_mutex_unlock(c->lock);
 }
 
@@ -165,19 +172,23 @@ uint64_t uroce_cap_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void uroce_cap_udp_tx(struct uroce_cap *c, uint64_t t0, uint32_t sqpn, const uint8_t sgid[16],
-		      uint16_t sport, const uint8_t dgid[16], uint16_t dport, uint8_t tclass, uint8_t hop_limit,
-		      const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
-		      uint16_t seg)
+void uroce_cap_udp_tx_begin(struct uroce_cap *c, struct uroce_cap_tx *t, uint32_t sqpn,
+			    const uint8_t sgid[16], uint16_t sport, const uint8_t dgid[16],
+			    uint16_t dport, uint8_t tclass, uint8_t hop_limit,
+			    const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
+			    uint16_t seg)
 {
 	struct uroce_cap_rec h;
 	size_t off = 0;
+	uint64_t t0 = uroce_cap_now();
 
 	memset(&h, 0, sizeof(h));
 	h.dir = UROCE_CAP_TX;
 	h.link = UROCE_CAP_UDP;
 	h.sqpn = sqpn;
 	h.ts_ns = t0;
+	h.state = UROCE_CAP_ST_PENDING;
+	t->n = 0;
 	h.flags = UROCE_CAP_F_ICRC;
 	h.tclass = tclass;
 	h.hop_limit = hop_limit;
@@ -187,15 +198,43 @@ void uroce_cap_udp_tx(struct uroce_cap *c, uint64_t t0, uint32_t sqpn, const uin
 	h.dport = dport;
 	if (cnt <= 1)
 		seg = (uint16_t)(bytes > UINT16_MAX ? UINT16_MAX : bytes);
-	/* What the kernel does with a UDP_SEGMENT send (udp4_ufo_fragment/__udp_gso_segment):
-	 * consecutive pieces of @seg bytes, the last one shorter, IPv4 IDs 0, 1, 2, ... */
+	/* What the kernel does with a UDP_SEGMENT send (__udp_gso_segment): consecutive
+	 * pieces of @seg bytes, the last one shorter, IPv4 IDs 0, 1, 2, ...  One lock for
+	 * the whole send: its records are consecutive (but for a wrap marker), which is how
+	 * uroce_cap_udp_tx_end finds them again. */
+	pthread_mutex_lock(c->lock);
 	for (uint16_t k = 0; off < bytes && seg; k++) {
 		size_t l = bytes - off < seg ? bytes - off : seg;
+		int64_t at;
 
 		h.len = (uint32_t)l;
 		h.ip_id = k;
-		record(c, &h, iov, iovcnt, off);
+		at = record_locked(c, &h, iov, iovcnt, off);
+		if (at >= 0 && t->n++ == 0)
+			t->first = (uint32_t)at;
 		off += l;
+	}
+	pthread_mutex_unlock(c->lock);
+}
+
+void uroce_cap_udp_tx_end(struct uroce_cap *c, const struct uroce_cap_tx *t, bool sent)
+{
+	uint32_t at = t->first, r = c->ring_bytes;
+	uint8_t st = sent ? UROCE_CAP_ST_VALID : UROCE_CAP_ST_CANCELLED;
+
+	/* The capture reads no record past a pending one, so these are still ours to settle
+	 * (walked as the consumer walks them: a wrap marker means the ring's start). */
+	for (unsigned k = 0; k < t->n; k++) {
+		uint32_t len;
+
+		memcpy(&len, c->data + at, sizeof(len));
+		if (len == UROCE_CAP_REC_WRAP) {
+			at = 0;
+			memcpy(&len, c->data + at, sizeof(len));
+		}
+		__atomic_store_n(c->data + at + offsetof(struct uroce_cap_rec, state), st,
+				 __ATOMIC_RELEASE);
+		at = (at + uroce_cap_rec_size(len)) & (r - 1);
 	}
 }
 

@@ -48,12 +48,20 @@ static inline bool uroce_cap_on(const struct uroce_cap *c)
 uint64_t uroce_cap_now(void);
 
 /* The UDP path: a sendmsg of @bytes in @iov that the kernel segments at @seg (cnt > 1:
- * segment k gets IPv4 Identification k) — one record per segment, as on the wire, at
- * time @t0 (read before the sendmsg: a receiver may see the packet before it returns). */
-void uroce_cap_udp_tx(struct uroce_cap *c, uint64_t t0, uint32_t sqpn, const uint8_t sgid[16],
-		      uint16_t sport, const uint8_t dgid[16], uint16_t dport, uint8_t tclass,
-		      uint8_t hop_limit, const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
-		      uint16_t seg);
+ * segment k gets IPv4 Identification k) -- one record per segment, as on the wire --
+ * recorded before the sendmsg (a receiver may see the packet before it returns) as
+ * pending, and settled by _end after it (@sent: the kernel took it; otherwise the
+ * records are cancelled). */
+struct uroce_cap_tx {
+	uint32_t first;                  /* the first record's offset in the ring */
+	unsigned n;                      /* records written (0: nothing to settle) */
+};
+void uroce_cap_udp_tx_begin(struct uroce_cap *c, struct uroce_cap_tx *t, uint32_t sqpn,
+			    const uint8_t sgid[16], uint16_t sport, const uint8_t dgid[16],
+			    uint16_t dport, uint8_t tclass, uint8_t hop_limit,
+			    const struct iovec *iov, unsigned iovcnt, unsigned cnt, size_t bytes,
+			    uint16_t seg);
+void uroce_cap_udp_tx_end(struct uroce_cap *c, const struct uroce_cap_tx *t, bool sent);
 /* A received packet (one segment of a coalesced datagram), with what the IP and UDP
  * headers said and the IPv4 Identification it was sent with (as far as known). */
 void uroce_cap_udp_rx(struct uroce_cap *c, const uint8_t sgid[16], uint16_t sport,

@@ -605,7 +605,7 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		struct cmsghdr align;
 	} u;
 	struct msghdr m = { 0 };
-	uint64_t t0;
+	struct uroce_cap_tx ct;
 	ssize_t r;
 
 	to_sockaddr(dst->gid, dst->port, nio->ifindex, &ss, &m.msg_namelen);
@@ -624,14 +624,16 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	}
-	t0 = uroce_cap_on(nio->cap) ? uroce_cap_now() : 0;   /* before the receiver sees it */
+	ct.n = 0;
+	if (uroce_cap_on(nio->cap))   /* each segment as the kernel cuts it, before it goes */
+		uroce_cap_udp_tx_begin(nio->cap, &ct, tx->qpn, tx->sgid, tx->sport, dst->gid, dst->port,
+				       tx->tclass, tx->hop_limit, iov, iovcnt, cnt, bytes, seg);
 	do
 		r = netio_sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (r < 0 && errno == EINTR);
+	if (ct.n)
+		uroce_cap_udp_tx_end(nio->cap, &ct, r >= 0);
 	if (r >= 0) {
-		if (t0)   /* each segment as the kernel cuts it */
-			uroce_cap_udp_tx(nio->cap, t0, tx->qpn, tx->sgid, tx->sport, dst->gid,
-					 dst->port, tx->tclass, tx->hop_limit, iov, iovcnt, cnt, bytes, seg);
 		ctr_add(nio, C_TX_PACKETS, cnt);
 		ctr_add(nio, C_TX_BYTES, bytes);
 		if (cnt > 1)
