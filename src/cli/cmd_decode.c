@@ -170,6 +170,15 @@ static int on_frame(void *arg, unsigned idx, const struct timeval *ts, const uin
 	return 0;
 }
 
+void uroce_decode_live(unsigned idx, uint64_t ts_ns, const uint8_t *frame, size_t len)
+{
+	static struct decode_state st = { .path = "-" };
+	struct timeval tv = { (time_t)(ts_ns / 1000000000ull),
+			      (suseconds_t)(ts_ns % 1000000000ull / 1000) };
+
+	on_frame(&st, idx, &tv, frame, len, 1);
+}
+
 int uroce_cmd_decode(int argc, char **argv)
 {
 	int status = 0;

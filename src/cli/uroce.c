@@ -1,4 +1,5 @@
 /* uroce — the command-line tool.  Subcommands in the style of iproute2's rdma(8):
+ *   uroce capture [-d DEV] ...     record the packets uroce's processes send and receive
  *   uroce decode FILE.pcap...      one line per RoCEv2 packet of a capture
  *   uroce link show|add|del|set    devices (one per netdev), their options
  *   uroce stat                     per-device and per-QP counters

@@ -180,6 +180,7 @@ static void client_dev_release(struct uroced *d, struct uroce_client *c, struct 
 			uroced_cnt_retire(d, cd->dev_id, b, &cd->cnt[b]);
 		uroced_cnt_unmap(&cd->cnt[b]);
 	}
+	uroced_cap_release(cd);
 	free(cd->blocks);
 	*cd = c->devs[--c->ndevs];
 }
@@ -193,6 +194,7 @@ static void drop_client(struct uroced *d, struct uroce_client *c)
 	uroced_cm_client_gone(d, c);
 	/* Its shared-memory links report the death to their other ends. */
 	uroced_shm_client_gone(d, c);
+	uroced_cap_client_gone(d, c);
 	while (c->ndevs) {
 		struct uroce_client_dev *cd = &c->devs[c->ndevs - 1];
 
@@ -611,6 +613,29 @@ static int op_cnt_register(struct uroced *d, struct uroce_client *c, const struc
 	return uroced_cnt_register(&cd->cnt[req->arg], fd);
 }
 
+/* Capturing (capture.c): the ops that need a device (and the connection's record of it). */
+static int op_cap(struct uroced *d, struct uroce_client *c, const struct uroce_ipc_req *req,
+		  struct uroce_ipc_resp *resp, int *in_fd, int *fd)
+{
+	struct uroce_dev *dev = req_dev(d, req);
+	struct uroce_client_dev *cd;
+	int in = *in_fd;
+
+	if (!dev)
+		return -ENODEV;
+	if (req->op == UROCE_OP_CAP_START)
+		return uroced_cap_start(d, c, dev, resp);
+	if (req->op == UROCE_OP_CAP_NEXT)
+		return uroced_cap_next(d, c, dev, resp, fd);
+	if (in < 0)
+		return -EINVAL;
+	cd = client_dev(c, dev->id, 1);
+	if (!cd)
+		return -ENOMEM;
+	*in_fd = -1;  /* consumed */
+	return uroced_cap_register(d, c, dev, cd, in);
+}
+
 /* in_fd: a descriptor that came with the request (-1 if none); an op that takes
  * it sets *in_fd = -1.  fd[0], fd[1]: descriptors to send with the reply (the daemon's
  * own: the kernel duplicates them). */
@@ -694,6 +719,10 @@ static int dispatch(struct uroced *d, struct uroce_client *c, const struct uroce
 		return uroced_shm_link(d, c, req->x.shm.dgid, req->arg, req->x.shm.ring_bytes, resp, fd);
 	case UROCE_OP_SHM_ACCEPT:
 		return uroced_shm_accept(d, c, resp, fd);
+	case UROCE_OP_CAP_REGISTER:
+	case UROCE_OP_CAP_START:
+	case UROCE_OP_CAP_NEXT:
+		return op_cap(d, c, req, resp, in_fd, fd);
 	case UROCE_OP_SHUTDOWN:
 		if (!privileged(d, c))
 			return -EPERM;

@@ -159,6 +159,8 @@ struct uroce_client_dev {
 	uint32_t qpns;
 	/* Registered counters blocks (counters.c), by role (proto.h UROCE_CNT_BLOCKS). */
 	struct uroce_cnt_map cnt[UROCE_CNT_BLOCKS];
+	/* Its capture ring (capture.c); NULL if it registered none. */
+	struct uroced_cap_ring *cap;
 };
 
 /* One record of a counters listing: which client, device, block and slot
@@ -197,6 +199,9 @@ struct uroce_client {
 	uint32_t shm_dev_id;
 	uint64_t *shm_pending;
 	size_t shm_npending, shm_cappending;
+	/* The capture this connection runs (capture.c): its number (0: none) and device. */
+	uint32_t cap_session;
+	uint32_t cap_dev_id;
 };
 
 enum uroced_cm_kind {
@@ -364,6 +369,19 @@ int uroced_shm_accept(struct uroced *d, struct uroce_client *c, struct uroce_ipc
 /* c's connection is closing: its side of every link is marked gone and the peer told. */
 void uroced_shm_client_gone(struct uroced *d, struct uroce_client *c);
 void uroced_shm_fini(struct uroced *d);
+
+/* ---- capture.c: `uroce capture` (ipc/cap_proto.h, docs/daemon.md "Capturing") ---- */
+/* CAP_REGISTER: cd's ring, taking @fd (closed on error). */
+int uroced_cap_register(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+			struct uroce_client_dev *cd, int fd);
+int uroced_cap_start(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+		     struct uroce_ipc_resp *resp);
+int uroced_cap_next(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+		    struct uroce_ipc_resp *resp, int *fd);
+/* cd goes away: its ring says so and is let go of. */
+void uroced_cap_release(struct uroce_client_dev *cd);
+/* c's connection closed: the capture it ran stops writing everywhere. */
+void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c);
 
 /* ---- logging -------------------------------------------------------------- */
 

@@ -778,6 +778,54 @@ int uroce_ipc_rx_socket(struct uroce_ipc *ipc, const char *dev, int *fd)
 	return err;
 }
 
+int uroce_ipc_cap_register(struct uroce_ipc *ipc, const char *dev, int memfd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || memfd < 0)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_CAP_REGISTER, dev, NULL, 0);
+	return err ? err : call_fd(ipc, &req, &resp, memfd, NULL);
+}
+
+int uroce_ipc_cap_start(struct uroce_ipc *ipc, const char *dev, uint32_t *session)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev)
+		return -EINVAL;
+	err = init_req(&req, UROCE_OP_CAP_START, dev, NULL, 0);
+	if (!err)
+		err = call(ipc, &req, &resp);
+	if (!err && session)
+		*session = resp.u.cap.session;
+	return err;
+}
+
+int uroce_ipc_cap_next(struct uroce_ipc *ipc, const char *dev, struct uroce_cap_info *info,
+		       int *memfd)
+{
+	struct uroce_ipc_req req;
+	struct uroce_ipc_resp resp;
+	int err;
+
+	if (!dev || !info || !memfd)
+		return -EINVAL;
+	*memfd = -1;
+	err = init_req(&req, UROCE_OP_CAP_NEXT, dev, NULL, 0);
+	if (!err)
+		err = call_fd(ipc, &req, &resp, -1, memfd);
+	if (!err && *memfd < 0)
+		err = -EPROTO;  /* success without a descriptor */
+	if (!err)
+		*info = resp.u.cap;
+	return err;
+}
+
 int uroce_ipc_link_set(struct uroce_ipc *ipc, const char *dev, uint32_t loopback)
 {
 	struct uroce_ipc_req req;

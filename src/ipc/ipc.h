@@ -239,6 +239,24 @@ int uroce_ipc_shm_link(struct uroce_ipc *ipc, const char *dev, const uint8_t dgi
 int uroce_ipc_shm_accept(struct uroce_ipc *ipc, const char *dev, struct uroce_shm_link_info *info,
 			 int *memfd, int *peer_efd);
 
+/* ---- Capturing (ipc/cap_proto.h, docs/daemon.md "Capturing") ---- */
+struct uroce_cap_info {
+	uint32_t session;                /* CAP_START / CAP_NEXT: the capture's number */
+	int32_t pid;                     /* CAP_NEXT: the ring's process */
+	uint32_t uid;
+	uint32_t pad;
+	uint64_t serial;                 /* the ring's connection, unique while uroced runs */
+};
+/* The data path: register a context's capture ring (memfd) for @dev. */
+int uroce_ipc_cap_register(struct uroce_ipc *ipc, const char *dev, int memfd);
+/* `uroce capture`: this connection captures on @dev (-EBUSY: another capture does);
+ * then, repeatedly, the next ring it may read: 0, *memfd (the caller's) and *info, or
+ * -ENOENT when every ring it may read has been handed over.  The capture ends when the
+ * connection closes. */
+int uroce_ipc_cap_start(struct uroce_ipc *ipc, const char *dev, uint32_t *session);
+int uroce_ipc_cap_next(struct uroce_ipc *ipc, const char *dev, struct uroce_cap_info *info,
+		       int *memfd);
+
 /* ---- Port and GID events ----
  *
  * A connection that subscribes receives a record whenever a device's port goes up

@@ -13,8 +13,8 @@
  *
  * Descriptors: a reply to RX_SOCKET carries one descriptor as SCM_RIGHTS ancillary
  * data (SEQPACKET keeps it with its record), a reply to SHM_LINK or SHM_ACCEPT two (the
- * link's memfd, then the peer's wake eventfd); CNT_REGISTER and SHM_ATTACH requests carry
- * one.  The client takes descriptors only from the reply it waits for and closes any
+ * link's memfd, then the peer's wake eventfd), a reply to CAP_NEXT one (a capture ring);
+ * CNT_REGISTER, SHM_ATTACH and CAP_REGISTER requests carry one.  The client takes descriptors only from the reply it waits for and closes any
  * other it receives.
  *
  * Flow: strictly request/reply, one outstanding request per connection.  The reply
@@ -73,6 +73,13 @@ enum uroce_ipc_op {
 				  * shm, the link's memfd and the peer's eventfd */
 	UROCE_OP_SHM_ACCEPT,     /* dev -> shm and the two descriptors of the next link a peer
 				  * opened to this connection; -ENOENT when there is none */
+	/* Capturing (ipc/cap_proto.h, docs/daemon.md "Capturing"). */
+	UROCE_OP_CAP_REGISTER,   /* dev, the context's capture ring (a memfd sealed against
+				  * shrinking) in SCM_RIGHTS with the request */
+	UROCE_OP_CAP_START,      /* dev -> cap.session: this connection captures on dev;
+				  * -EBUSY while another capture of dev runs */
+	UROCE_OP_CAP_NEXT,       /* dev -> cap and the next ring this capture may read (of its
+				  * uid's processes; all for root), activated; -ENOENT: none */
 	UROCE_OP_MAX
 };
 
@@ -114,6 +121,7 @@ struct uroce_ipc_resp {
 		struct uroce_cnt_record cnt;
 		struct uroce_ipc_event event;
 		struct uroce_shm_link_info shm;
+		struct uroce_cap_info cap;
 		uint8_t raw[2048];           /* fixes the record size */
 	} u;
 };

@@ -799,6 +799,7 @@ static int shm_start(struct uroce_engine *eng)
 	}
 	if (want && uroce_shm_open(ctx, uroce_netio_shm_counters(eng->nio), &eng->shm))
 		eng->shm = NULL;
+	uroce_shm_set_capture(eng->shm, uroce_netio_cap(eng->nio));
 	return 0;
 }
 
@@ -1008,6 +1009,7 @@ static int eng_ud_xmit(struct uroce_qp *qp, const struct uroce_ah *ah, uint8_t *
 		if (!uroce_shm_connect(eq->eng->shm, eq->dst.gid, dqpn, &l)) {
 			memcpy(eq->src.sgid, ah->sgid, 16);
 			eq->src.sport = uroce_netio_tx_sport(eq->tx);
+			eq->src.qpn = qp->qpx.qp_base.qp_num;
 			eq->src.tclass = ah->attr.grh.traffic_class;
 			eq->src.hop_limit = ah->attr.grh.hop_limit;
 			ret = uroce_shm_send(l, &eq->src, &eq->dst, &t, 1);
@@ -1126,6 +1128,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	    !uroce_shm_connect(eng->shm, eq->dst.gid, qp->attr.dest_qp_num, &eq->link)) {
 		memcpy(eq->src.sgid, sgid.raw, 16);
 		eq->src.sport = uroce_netio_tx_sport(eq->tx);
+		eq->src.qpn = qp->qpx.qp_base.qp_num;
 		eq->src.hop_limit = 64;   /* what the UDP socket's packets carry on lo */
 	}
 	io.xmit = eng_xmit;

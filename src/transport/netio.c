@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ipc/ipc.h"
+#include "transport/capture.h"
 #include "transport/fault.h"
 #include "transport/netio.h"
 #include "transport/shm.h"
@@ -80,7 +81,8 @@
 	X(FAULT_DROP, "fault_drop")                                                     \
 	X(FAULT_DUP, "fault_dup")                                                       \
 	X(FAULT_REORDER, "fault_reorder")                                               \
-	X(FAULT_CORRUPT, "fault_corrupt")
+	X(FAULT_CORRUPT, "fault_corrupt")                                               \
+	X(CAP_MISSED, "capture_missed")
 
 enum netio_ctr {
 #define X(n, s) C_##n,
@@ -140,6 +142,7 @@ struct uroce_netio {
 	 * rx_now is the clock of the batch being delivered (0: not read yet). */
 	struct uroce_icrc_rx idrx;
 	uint64_t rx_now;
+	struct uroce_cap *cap;             /* the capture tap (capture.h); NULL: none */
 };
 
 struct uroce_netio_tx {
@@ -149,6 +152,8 @@ struct uroce_netio_tx {
 	uint8_t sgid[16];
 	uint16_t sport;
 	bool gso;                          /* cleared when the kernel refuses UDP_SEGMENT */
+	uint8_t tclass, hop_limit;         /* as set by uroce_netio_tx_set_grh (for a capture) */
+	uint32_t qpn;                      /* the QP it sends for (for a capture) */
 
 	/* Fault injection (only allocated when UROCE_FAULT is set). */
 	uint8_t *scratch;                  /* a corrupted copy; never the caller's memory */
@@ -308,6 +313,8 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	if (ret)
 		goto fail;
 	setup_counters(nio, ctx);
+	if (uroce_cap_open(ctx, &nio->c[C_CAP_MISSED], &nio->cap))
+		nio->cap = NULL;   /* an older daemon: no capture, the data path is the same */
 	*out = nio;
 	return 0;
 fail:
@@ -329,6 +336,7 @@ void uroce_netio_close(struct uroce_netio *nio)
 	/* The daemon keeps the block mapped until the connection closes; our mapping goes. */
 	if (nio->cnt)
 		uroce_counters_destroy(nio->cnt);
+	uroce_cap_close(nio->cap);
 	free(nio->rx_bufs);
 	pthread_mutex_destroy(&nio->rx_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
@@ -343,6 +351,11 @@ int uroce_netio_fd(const struct uroce_netio *nio)
 uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio)
 {
 	return nio ? nio->c + C_NUM : NULL;
+}
+
+struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio)
+{
+	return nio ? nio->cap : NULL;
 }
 
 uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx)
@@ -407,6 +420,7 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	if (!tx)
 		return -ENOMEM;
 	tx->nio = nio;
+	tx->qpn = qpn;
 	memcpy(tx->sgid, sgid, 16);
 	tx->gso = nio->gso;
 	tx->family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
@@ -479,6 +493,8 @@ int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uin
 
 	if (!tx)
 		return -EINVAL;
+	tx->tclass = traffic_class;
+	tx->hop_limit = hop_limit;
 	/* The AH's hop limit applies to multicast destinations too (IBA 8.3 GRH HopLmt);
 	 * the kernel keeps a separate TTL for those, default 1: set both. */
 	if (tx->family == AF_INET)
@@ -589,6 +605,7 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		struct cmsghdr align;
 	} u;
 	struct msghdr m = { 0 };
+	struct uroce_cap_tx ct;
 	ssize_t r;
 
 	to_sockaddr(dst->gid, dst->port, nio->ifindex, &ss, &m.msg_namelen);
@@ -607,9 +624,15 @@ static int send_iov(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	}
+	ct.n = 0;
+	if (uroce_cap_on(nio->cap))   /* each segment as the kernel cuts it, before it goes */
+		uroce_cap_udp_tx_begin(nio->cap, &ct, tx->qpn, tx->sgid, tx->sport, dst->gid, dst->port,
+				       tx->tclass, tx->hop_limit, iov, iovcnt, cnt, bytes, seg);
 	do
 		r = netio_sendmsg(tx->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (r < 0 && errno == EINTR);
+	if (ct.n)
+		uroce_cap_udp_tx_end(nio->cap, &ct, r >= 0);
 	if (r >= 0) {
 		ctr_add(nio, C_TX_PACKETS, cnt);
 		ctr_add(nio, C_TX_BYTES, bytes);
@@ -900,6 +923,11 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 		else if (p.pkt.icrc_status == UROCE_ICRC_BAD_ID)
 			e = UROCE_RX_BAD_ICRC_ID;
 	}
+	if (uroce_cap_on(nio->cap))   /* dropped ones too: what arrived */
+		uroce_cap_udp_rx(nio->cap, p.src.gid, p.src.port, p.dgid, (uint8_t)meta->tos,
+				 (uint8_t)meta->ttl, ia.family == AF_INET6 ? meta->flow_label : 0,
+				 p.pkt.icrc_status == UROCE_ICRC_OK_ID ? p.pkt.ip_id
+				 : e == UROCE_RX_OK ? 0 : id_hint, buf, len);
 	if (e != UROCE_RX_OK) {
 		count_drop(nio, e);
 		return 0;

@@ -134,6 +134,10 @@ void uroce_netio_count_misrouted(struct uroce_netio *nio);
 /* Where the context's shared-memory link counts (UROCE_SHM_C_NUM counters, shm.h): in the
  * block netio publishes, after its own, so that `uroce stat` shows both paths. */
 uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio);
+/* The context's capture tap (transport/capture.h), for the shared-memory link; NULL if
+ * the daemon took none. */
+struct uroce_cap;
+struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio);
 
 /* Added with netio.c: the ICRC (RoCEv2 A17.3.3) of a packet of @len bytes held in @iovcnt
  * pieces (the last UROCE_ICRC_LEN bytes, the ICRC slot, are not read), sent with IPv4

@@ -35,6 +35,7 @@
 
 #include "ipc/ipc.h"
 #include "ipc/shm_proto.h"
+#include "transport/capture.h"
 #include "transport/fault.h"
 #include "transport/shm.h"
 #include "verbs/verbs.h"
@@ -82,6 +83,7 @@ struct uroce_shm_link {
 	 * the counters: one atomic add per batch instead of two per packet (a locked add
 	 * after a 4 KiB copy into the ring waited for the copy's stores). */
 	uint64_t tx_pkts, tx_bytes;      /* under tx_lock */
+	uint32_t tx_qpn;                 /* the QP sending (for a capture), under tx_lock */
 	/* Fault injection's reorder: a packet held back until the next one (under tx_lock;
 	 * allocated only with UROCE_FAULT). */
 	uint8_t *held;
@@ -132,6 +134,7 @@ struct uroce_shm {
 	pthread_mutex_t fault_lock;
 	struct uroce_fault fault;
 	uint8_t *scratch;                /* a corrupted copy (fault injection) */
+	struct uroce_cap *cap;           /* netio's capture tap (capture.h); NULL: none */
 };
 
 static inline void ctr_add(struct uroce_shm *s, enum uroce_shm_ctr i, uint64_t v)
@@ -323,6 +326,8 @@ static int shm_tx_packet(struct uroce_shm_link *l, const struct uroce_shm_rec *r
 		d += iov[i].iov_len;
 	}
 	l->tx.pos += need;
+	if (uroce_cap_on(l->s->cap))
+		uroce_cap_shm(l->s->cap, false, l->tx_qpn, rec, iov, iovcnt);
 	l->tx_pkts++;
 	l->tx_bytes += rec->len;
 	return 0;
@@ -460,6 +465,7 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 	if (s->icrc)
 		icrc_addr(src->sgid, src->sport, dst->gid, &ia);
 	pthread_mutex_lock(&l->tx_lock);
+	l->tx_qpn = src->qpn;
 	for (i = 0; i < n; i++) {
 		struct uroce_txpkt *p = &pkts[i];
 
@@ -510,6 +516,11 @@ static int shm_rx_packet(struct uroce_shm *s, const struct uroce_shm_rec *rec, c
 	struct uroce_rxpkt p;
 	enum uroce_rx_err e;
 
+	if (uroce_cap_on(s->cap)) {   /* dropped ones too: what arrived */
+		struct iovec v = { (void *)pkt, rec->len };
+
+		uroce_cap_shm(s->cap, true, 0, rec, &v, 1);
+	}
 	memset(&p, 0, sizeof(p));
 	memcpy(p.src.gid, rec->sgid, 16);
 	p.src.port = rec->sport;
@@ -1025,6 +1036,12 @@ fail:
 	pthread_mutex_destroy(&s->fault_lock);
 	free(s);
 	return ret;
+}
+
+void uroce_shm_set_capture(struct uroce_shm *s, struct uroce_cap *cap)
+{
+	if (s)
+		s->cap = cap;
 }
 
 void uroce_shm_close(struct uroce_shm *s)

@@ -73,6 +73,9 @@ extern const char *const uroce_shm_counter_names[UROCE_SHM_C_NUM];
  * -EOPNOTSUPP from an older daemon, -errno. */
 int uroce_shm_open(struct uroce_context *ctx, uint64_t *counters, struct uroce_shm **out);
 void uroce_shm_close(struct uroce_shm *s);
+/* Tap every packet into @cap while a capture runs (netio's: uroce_netio_cap). */
+struct uroce_cap;
+void uroce_shm_set_capture(struct uroce_shm *s, struct uroce_cap *cap);
 /* The context has a link mapped (a peer to read from): cheap, may be stale. */
 bool uroce_shm_active(const struct uroce_shm *s);
 /* The wake eventfd: readable when a peer woke us or our links changed. */
@@ -94,6 +97,7 @@ struct uroce_shm_src {
 	uint8_t sgid[16];
 	uint16_t sport;
 	uint8_t tclass, hop_limit;
+	uint32_t qpn;                    /* the sending QP (for a capture, not sent) */
 };
 
 /* Send @n packets like uroce_netio_send (same packets, same ICRC slot): returns the number

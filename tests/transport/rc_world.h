@@ -47,6 +47,7 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 void uroce_netio_count_misrouted(struct uroce_netio *nio) { (void)nio; }
 uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx) { (void)tx; return 0; }
 uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio) { (void)nio; return NULL; }
+struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio) { (void)nio; return NULL; }
 
 /* ---- the world ---- */
 struct wpkt {

@@ -1,0 +1,174 @@
+/* capture.c — uroced's part of `uroce capture` (ipc/cap_proto.h, docs/daemon.md
+ * "Capturing").
+ *
+ * Each context's data path registers a capture ring per device (CAP_REGISTER).  The daemon
+ * maps only the ring's header page: it is the one that switches a ring on (`active` = the
+ * session number, after moving head to tail so that a capture starts empty) and off.  A
+ * capture is a connection that sent CAP_START; it asks for rings with CAP_NEXT, and gets
+ * only those of processes of its own uid (every ring when it is root): the SO_PEERCRED
+ * uids of both connections decide, as the kernel decides who may ptrace whom.  A ring
+ * registered while a capture it may see runs is switched on at once, so the first packets
+ * of a process that starts during a capture are kept until the capture asks for the ring.
+ * When the capture's connection closes, every ring it switched on is switched off: no
+ * process copies a packet for nobody.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/uroced.h"
+#include "ipc/cap_proto.h"
+
+struct uroced_cap_ring {
+	int fd;
+	struct uroce_cap_hdr *hdr;       /* the header page, shared with the process */
+	uint32_t handed;                 /* the last session it was handed to */
+};
+
+static uint32_t next_session;
+
+static bool may_see(const struct uroce_client *capturer, const struct uroce_client *owner)
+{
+	return capturer->uid == 0 || capturer->uid == owner->uid;
+}
+
+/* The capture of @dev_id that is running, or NULL. */
+static struct uroce_client *capture_of(struct uroced *d, uint32_t dev_id)
+{
+	for (size_t i = 0; i < d->nclients; i++)
+		if (d->clients[i]->cap_session && d->clients[i]->cap_dev_id == dev_id)
+			return d->clients[i];
+	return NULL;
+}
+
+/* Start writing for @session: the capture reads what comes from now on. */
+static void activate(struct uroced_cap_ring *r, uint32_t session)
+{
+	struct uroce_cap_hdr *h = r->hdr;
+
+	if (__atomic_load_n(&h->active, __ATOMIC_ACQUIRE) == session)
+		return;
+	__atomic_store_n(&h->head, __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	h->missed_base = __atomic_load_n(&h->missed, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&h->active, session, __ATOMIC_RELEASE);
+}
+
+int uroced_cap_register(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+			struct uroce_client_dev *cd, int fd)
+{
+	struct uroced_cap_ring *r;
+	struct uroce_cap_hdr h;
+	struct uroce_client *cap;
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	void *map;
+
+	/* A ring that can shrink would fault the capture's (and our) reads. */
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) < 0 ||
+	    st.st_size < (off_t)UROCE_CAP_HDR_BYTES ||
+	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != UROCE_CAP_MAGIC ||
+	    h.version != UROCE_CAP_VERSION || h.ring_bytes < UROCE_CAP_RING_MIN ||
+	    h.ring_bytes > UROCE_CAP_RING_MAX || (h.ring_bytes & (h.ring_bytes - 1)) ||
+	    (uint64_t)st.st_size < UROCE_CAP_HDR_BYTES + (uint64_t)h.ring_bytes) {
+		close(fd);
+		return -EINVAL;
+	}
+	map = mmap(NULL, UROCE_CAP_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	r = calloc(1, sizeof(*r));
+	if (map == MAP_FAILED || !r) {
+		if (map != MAP_FAILED)
+			munmap(map, UROCE_CAP_HDR_BYTES);
+		free(r);
+		close(fd);
+		return -ENOMEM;
+	}
+	r->fd = fd;
+	r->hdr = map;
+	__atomic_store_n(&r->hdr->active, 0, __ATOMIC_RELEASE);
+	uroced_cap_release(cd);  /* registering again replaces the ring */
+	cd->cap = r;
+	cap = capture_of(d, dev->id);
+	if (cap && may_see(cap, c))
+		activate(r, cap->cap_session);
+	return 0;
+}
+
+int uroced_cap_start(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+		     struct uroce_ipc_resp *resp)
+{
+	if (c->cap_session || capture_of(d, dev->id))
+		return -EBUSY;
+	if (++next_session == 0)
+		next_session = 1;
+	c->cap_session = next_session;
+	c->cap_dev_id = dev->id;
+	resp->u.cap.session = c->cap_session;
+	return 0;
+}
+
+int uroced_cap_next(struct uroced *d, struct uroce_client *c, struct uroce_dev *dev,
+		    struct uroce_ipc_resp *resp, int *fd)
+{
+	if (!c->cap_session || c->cap_dev_id != dev->id)
+		return -EINVAL;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client *o = d->clients[i];
+
+		if (!may_see(c, o))
+			continue;
+		for (size_t k = 0; k < o->ndevs; k++) {
+			struct uroced_cap_ring *r = o->devs[k].cap;
+
+			if (o->devs[k].dev_id != dev->id || !r || r->handed == c->cap_session)
+				continue;
+			r->handed = c->cap_session;
+			activate(r, c->cap_session);
+			resp->u.cap.session = c->cap_session;
+			resp->u.cap.pid = o->pid;
+			resp->u.cap.uid = o->uid;
+			resp->u.cap.serial = o->serial;
+			fd[0] = r->fd;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void uroced_cap_release(struct uroce_client_dev *cd)
+{
+	struct uroced_cap_ring *r = cd->cap;
+
+	if (!r)
+		return;
+	/* The capture drains what is left, then lets go of its mapping. */
+	__atomic_store_n(&r->hdr->active, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->hdr->gone, 1, __ATOMIC_RELEASE);
+	munmap(r->hdr, UROCE_CAP_HDR_BYTES);
+	close(r->fd);
+	free(r);
+	cd->cap = NULL;
+}
+
+void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c)
+{
+	uint32_t s = c->cap_session;
+
+	if (!s)
+		return;
+	c->cap_session = 0;
+	for (size_t i = 0; i < d->nclients; i++) {
+		struct uroce_client *o = d->clients[i];
+
+		for (size_t k = 0; k < o->ndevs; k++) {
+			struct uroced_cap_ring *r = o->devs[k].cap;
+
+			if (r && __atomic_load_n(&r->hdr->active, __ATOMIC_ACQUIRE) == s)
+				__atomic_store_n(&r->hdr->active, 0, __ATOMIC_RELEASE);
+		}
+	}
+}
