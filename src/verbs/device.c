@@ -420,6 +420,7 @@ int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	uroce_list_init(&ctx->async_queue);
 	uroce_list_init(&ctx->qps);
+	uroce_qptable_init(&ctx->qp_by_num);
 	ctx->dev = dev;
 
 	ret = open_and_list(&ctx->ipc, &infos, &n);
@@ -522,6 +523,7 @@ int uroce_context_close(struct uroce_context *ctx)
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->async_lock);
 	pthread_mutex_destroy(&ctx->lock);
+	uroce_qptable_fini(&ctx->qp_by_num);
 	free(ctx);
 	return 0;
 }

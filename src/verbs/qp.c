@@ -231,8 +231,12 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	if (a->srq)
 		atomic_fetch_add(&uroce_srq_from_ib(a->srq)->usecnt, 1);
 	pthread_mutex_lock(&ctx->lock);
-	uroce_list_add_tail(&ctx->qps, &qp->ctx_node);
+	ret = uroce_qptable_insert(&ctx->qp_by_num, qpn, qp);
+	if (!ret)
+		uroce_list_add_tail(&ctx->qps, &qp->ctx_node);
 	pthread_mutex_unlock(&ctx->lock);
+	if (ret)
+		goto err_qpn;
 	/* Before the application can hand the QPN to a peer: a same-host peer links to this
 	 * context when its QP reaches RTR, so the data path must be up (docs/transport.md). */
 	if (ib->qp_type == IBV_QPT_RC || ib->qp_type == IBV_QPT_UC || ib->qp_type == IBV_QPT_UD)
@@ -240,6 +244,18 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	*out = qp;
 	return 0;
 
+err_qpn:
+	atomic_fetch_sub(&uroce_pd_from_ib(a->pd)->usecnt, 1);
+	atomic_fetch_sub(&uroce_cq_from_ib(a->send_cq)->usecnt, 1);
+	atomic_fetch_sub(&uroce_cq_from_ib(a->recv_cq)->usecnt, 1);
+	if (a->srq)
+		atomic_fetch_sub(&uroce_srq_from_ib(a->srq)->usecnt, 1);
+	pthread_cond_destroy(&ib->cond);
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&qp->lock);
+#if UROCE_HAVE_IPC
+	uroce_ipc_qpn_free(ctx->ipc, ctx->dev->ibdev.name, qpn);
+#endif
 err_rq:
 	uroce_wq_fini(&qp->rq);
 err_sq:
@@ -256,6 +272,7 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 
 	pthread_mutex_lock(&ctx->lock);
 	uroce_list_del(&qp->ctx_node);
+	uroce_qptable_remove(&ctx->qp_by_num, ib->qp_num);
 	pthread_mutex_unlock(&ctx->lock);
 	/* Unlinked: the progress thread no longer finds it; now stop its engine. */
 	pthread_mutex_lock(&ctx->lock);

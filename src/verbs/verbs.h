@@ -45,6 +45,7 @@
 #include "core/cqring.h"
 #include "core/devview.h"
 #include "core/mem.h"
+#include "core/qptable.h"
 #include "core/queue.h"
 #include "core/upcall.h"
 #include "ipc/ipc.h"
@@ -154,6 +155,7 @@ struct uroce_context {
 	int stop_pipe[2];                     /* wakes the watcher at close */
 
 	struct uroce_list qps;                /* struct uroce_qp.ctx_node */
+	struct uroce_qptable qp_by_num;       /* QPN -> struct uroce_qp, the same QPs (receive path) */
 	void *transport;                      /* per-context engine state (progress thread, socket) */
 
 	struct verbs_context vctx;            /* must be last (abi-compat §3.2) */
