@@ -145,10 +145,10 @@ static int check_init_attr(struct uroce_context *ctx, struct ibv_qp_init_attr_ex
 		return -EINVAL;
 	if (a->srq && (a->srq->context != ib || a->srq->pd != a->pd))
 		return -EINVAL;
-	if (a->cap.max_send_wr > UROCE_MAX_QP_WR || a->cap.max_send_sge > UROCE_MAX_SGE ||
+	if (a->cap.max_send_wr > uroce_limits()->max_qp_wr || a->cap.max_send_sge > UROCE_MAX_SGE ||
 	    a->cap.max_inline_data > UROCE_MAX_INLINE)
 		return -EINVAL;
-	if (!a->srq && (a->cap.max_recv_wr > UROCE_MAX_QP_WR || a->cap.max_recv_sge > UROCE_MAX_SGE))
+	if (!a->srq && (a->cap.max_recv_wr > uroce_limits()->max_qp_wr || a->cap.max_recv_sge > UROCE_MAX_SGE))
 		return -EINVAL;
 	return 0;
 }
@@ -165,9 +165,14 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	ret = check_init_attr(ctx, a);
 	if (ret)
 		return ret;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_QP);
+	if (ret)
+		return ret;
 	qp = calloc(1, sizeof(*qp));
-	if (!qp)
+	if (!qp) {
+		uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 		return -ENOMEM;
+	}
 	ret = uroce_wq_init(&qp->sq, a->cap.max_send_wr ? a->cap.max_send_wr : 1,
 			    a->cap.max_send_sge ? a->cap.max_send_sge : 1, a->cap.max_inline_data);
 	if (ret)
@@ -262,6 +267,7 @@ err_sq:
 	uroce_wq_fini(&qp->sq);
 err_free:
 	free(qp);
+	uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 	return ret;
 }
 
@@ -297,6 +303,7 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 	pthread_cond_destroy(&ib->cond);
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&qp->lock);
+	uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 	free(qp);
 	return 0;
 }

@@ -83,6 +83,7 @@ static struct uroce_context *fake_context(void)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	uroce_list_init(&ctx->async_queue);
 	uroce_list_init(&ctx->qps);
+	ctx->dev = calloc(1, sizeof(*ctx->dev));   /* the objects' counts (verbs/limits.c) */
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK))
 		abort();
 	ctx->vctx.context.async_fd = fds[0];
