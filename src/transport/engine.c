@@ -236,10 +236,16 @@ static void uncork(struct engine_qp *eq)
  * when a packet for another QP comes, when the QP has an error or SQ-drain event to raise
  * (uroce_rc_unlock_qp raises those), and at the end of the batch.  Per poller: on the
  * caller's stack. */
+#define RX_ACKQ 128                      /* QPs a batch remembers for its ACKs (2 x RX_BUDGET) */
 struct rx_batch {
 	struct uroce_engine *eng;
 	struct uroce_qp *held;           /* RC QP whose ctx->lock, lock and sq.lock are held */
 	struct engine_qp *held_eq;       /* its cork (NULL: not batching its sends) */
+	/* The QPs whose ack_batch this batch set, by QPN: flush_batch_acks sends their ACKs
+	 * without walking every QP of the context (1,000 QPs made that walk the cost of each
+	 * receive batch, issue #16).  More than RX_ACKQ: eng->batch_acks, the walk. */
+	uint32_t nacks;
+	uint32_t ackq[RX_ACKQ];
 };
 
 static void rx_release(struct rx_batch *b)
@@ -261,8 +267,13 @@ static void rx_rc(struct rx_batch *b, struct uroce_qp *qp, struct uroce_rxpkt *p
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
 	if (rc->io.defer_acks) {
+		if (!rc->ack_batch) {
+			if (b->nacks < RX_ACKQ)
+				b->ackq[b->nacks++] = qp->qpx.qp_base.qp_num;
+			else
+				atomic_store(&b->eng->batch_acks, true);
+		}
 		rc->ack_batch = true;
-		atomic_store(&b->eng->batch_acks, true);
 	}
 	uroce_rc_input(qp, &p->pkt);
 	if (rc->pending_err != UROCE_RC_ERR_NONE || qp->attr.sq_draining)
@@ -370,9 +381,29 @@ static void flush_batch_ack(struct uroce_qp *qp, struct uroce_rc *rc)
 
 /* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
  * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
- * sending too) stays deferred. */
-static void flush_batch_acks(struct uroce_engine *eng)
+ * sending too) stays deferred.  The QPs are the batch's own list, found by QPN (a QP
+ * destroyed since is not found); a batch that overflowed it walks them all. */
+static void flush_batch_acks(struct uroce_engine *eng, struct rx_batch *b)
 {
+	struct uroce_context *ctx = eng->ctx;
+
+	if (b->nacks) {
+		pthread_mutex_lock(&ctx->lock);
+		for (uint32_t i = 0; i < b->nacks; i++) {
+			struct uroce_qp *qp = uroce_qptable_lookup(&ctx->qp_by_num, b->ackq[i]);
+			struct uroce_rc *rc;
+
+			if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+				continue;
+			pthread_mutex_lock(&qp->lock);
+			rc = uroce_rc_of(qp);
+			if (rc)
+				flush_batch_ack(qp, rc);
+			uroce_rc_unlock_qp(qp);
+		}
+		pthread_mutex_unlock(&ctx->lock);
+		b->nacks = 0;
+	}
 	if (atomic_exchange(&eng->batch_acks, false))
 		each_rc_qp(eng, flush_batch_ack);
 }
@@ -421,7 +452,7 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
 					  (uint64_t)n, memory_order_relaxed);
 
-	flush_batch_acks(eng);
+	flush_batch_acks(eng, &b);
 	return n;
 }
 
