@@ -330,6 +330,10 @@ int main(int argc, char **argv)
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
+	free(qps);
+	free(mine);
+	free(theirs);
+	free(buf);
 	close(fd);
 	return ret;
 }
