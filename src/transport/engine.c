@@ -91,10 +91,6 @@ struct uroce_engine {
 #define ENG_PUBLISH_NS 200000000ull
 
 #define ENG_BATCH 32                     /* packets per uroce_netio_send at most */
-/* Room behind a full batch that a full ring stalled (Backpressure): the packet the
- * requester was building when the stall came, and a few ACKs or responses. */
-#define ENG_SPARE 4
-#define ENG_PKTS (ENG_BATCH + ENG_SPARE)
 #define AUTOCORK_NS 20000ull             /* longest a post's packets are parked (Autocork) */
 #define AUTOCORK_PKTS (ENG_BATCH / 2)    /* a post that collects this many sends at once */
 #define ENG_HDR_MAX 128                  /* headers of a piecewise packet, at most */
@@ -106,7 +102,6 @@ struct uroce_engine {
 
 struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	struct uroce_engine *eng;
-	struct uroce_qp *qp;
 	struct uroce_netio_tx *tx;
 	/* RC/UC: the shared-memory link to the peer QP (shm.h, a reference), NULL when it is
 	 * reached over UDP (UD: always NULL; each WQE finds its link, eng_ud_xmit).  src is
@@ -126,18 +121,15 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	 * or deregister the buffer before that).  Used under the QP's lock only. */
 	bool corked;
 	bool parked;                     /* nbatch packets left unsent on purpose (autocork) */
-	/* The shared-memory ring to the peer was full (Backpressure below): the batch's
-	 * packets wait, parked, and the requester builds nothing new until they left. */
-	bool stalled;
 	uint64_t park_due;               /* ... until then at the latest */
 	uint32_t post_resp_psn;          /* the responder's expected PSN, as last seen by a post */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
-	uint8_t *slots;                  /* ENG_PKTS + 1 of ENG_SLOT, allocated on first cork */
-	struct uroce_txpkt pk[ENG_PKTS];
+	uint8_t *slots;                  /* ENG_BATCH + 1 of ENG_SLOT, allocated on first cork */
+	struct uroce_txpkt pk[ENG_BATCH];
 };
 
-/* Where batch slot @k's packet (or headers) go; slot ENG_PKTS only holds a tail. */
+/* Where batch slot @k's packet (or headers) go; slot ENG_BATCH only holds a tail. */
 static uint8_t *slot_at(struct engine_qp *eq, unsigned k)
 {
 	return eq->slots + (size_t)k * ENG_SLOT + ENG_TAIL_MAX;
@@ -159,9 +151,6 @@ static bool env_off(const char *name)
 /* Set on the progress thread: it re-arms the timerfd itself after each drain (run_timers),
  * so a timer armed there needs no doorbell. */
 static POLL_TLS bool on_progress_thread;
-/* Set while this thread drains the links (poll_batch): what it sends then (ACKs, READ
- * responses, requests an ACK let go) does not wait for room in a full ring (Backpressure). */
-static POLL_TLS bool draining;
 
 static void doorbell(struct uroce_engine *eng)
 {
@@ -176,92 +165,20 @@ static void doorbell(struct uroce_engine *eng)
  * UDP socket. */
 static int eq_send(struct engine_qp *eq, struct uroce_txpkt *pk, unsigned n)
 {
-	/* On a full ring a poster waits a little (its CPU goes to the consumer); a thread
-	 * that drains, or one retrying a stalled batch, does not (Backpressure). */
 	if (eq->link)
-		return on_progress_thread || draining || eq->stalled
-			? uroce_shm_send_nowait(eq->link, &eq->src, &eq->dst, pk, n)
-			: uroce_shm_send(eq->link, &eq->src, &eq->dst, pk, n);
+		return uroce_shm_send(eq->link, &eq->src, &eq->dst, pk, n);
 	return uroce_netio_send(eq->tx, &eq->dst, pk, n);
-}
-
-static void eng_timer(void *arg, uint64_t deadline);
-
-/* Backpressure on the shared-memory link (issue #16: 1,000 QPs, each with rxe's window of
- * 128 PSNs in flight, are 500 MiB against a 1 MiB ring).  The ring is a lossless link, so a
- * batch it cannot take is not lost as a UDP send would be: what is left waits in the
- * batch (stalled, parked), the QP's requester starts nothing new meanwhile (io.busy), and
- * the batch is tried again when the QP runs (an ACK, a post, a poll: unpark) or at
- * STALL_NS (run_timers), after which the requester goes on.  Losing those packets instead
- * cost a go-back-N retransmission of the window after the QP's local ACK timeout: a third
- * of ib_write_bw -q 1000's packets were retransmissions. */
-#define STALL_NS 50000ull
-
-/* The first @k packets of the batch left: move the others to its front, slots and all (a
- * packet's headers and tail live in the slots, its payload stays where it is), so that the
- * batch has room again behind them. */
-static void batch_shift(struct engine_qp *eq, unsigned k)
-{
-	uint8_t *lo = eq->slots, *hi = eq->slots + (size_t)(ENG_PKTS + 1) * ENG_SLOT;
-	size_t by = (size_t)k * ENG_SLOT;
-
-	memmove(eq->slots, eq->slots + by, (size_t)(eq->nbatch - k) * ENG_SLOT + ENG_TAIL_MAX);
-	for (unsigned i = k; i < eq->nbatch; i++) {
-		struct uroce_txpkt *p = &eq->pk[i - k];
-
-		*p = eq->pk[i];
-		for (unsigned j = 0; j < p->iovcnt; j++) {
-			uint8_t *b = p->iov[j].iov_base;
-
-			if (b >= lo && b < hi)
-				p->iov[j].iov_base = b - by;
-		}
-	}
-	eq->nbatch -= k;
 }
 
 static void eng_flush(struct engine_qp *eq)
 {
-	/* Over UDP a short count or an error is a loss like any other: the requester's
-	 * retransmission covers it, and netio counts it (tx_short / tx_errors). */
-	if (eq->nbatch) {
-		unsigned n = eq->nbatch;
-		bool was_stalled = eq->stalled;
-		int k = eq_send(eq, eq->pk, n);
-
-		/* Packets a full ring held back left only now: the local ACK timeout counts from
-		 * here (IBA 9.7.6.1.1 times a request from its transmission), or a QP that waited
-		 * its turn behind 999 others would go back and resend a window nobody lost. */
-		if (was_stalled && k > 0) {
-			struct uroce_rc *rc = eq->qp ? uroce_rc_of(eq->qp) : NULL;
-
-			if (rc && rc->t_retrans && eq->qp->qpx.qp_base.qp_type == IBV_QPT_RC)
-				uroce_rc_timer_retrans_arm(rc);
-		}
-		/* A shm send stops short only at a full ring (a dead peer takes everything). */
-		if (eq->link && eq->slots && k >= 0 && (unsigned)k < n) {
-			if (k)
-				batch_shift(eq, (unsigned)k);
-			/* The next try in STALL_NS (also after a failed retry: no spinning). */
-			eq->park_due = uroce_rc_clock() + STALL_NS;
-			eng_timer(eq, eq->park_due);
-			eq->stalled = true;
-			eq->parked = true;
-			atomic_store(&eq->eng->any_parked, true);
-			return;
-		}
-	}
+	/* A short count or an error is a loss like any other: the requester's retransmission
+	 * covers it, and netio counts it (tx_short / tx_errors), as the shm link does
+	 * (shm_tx_full). */
+	if (eq->nbatch)
+		eq_send(eq, eq->pk, eq->nbatch);
 	eq->nbatch = 0;
-	eq->stalled = false;
 	eq->parked = false;
-}
-
-/* io.busy: the requester waits while the QP's batch is stalled on a full ring. */
-static bool eng_busy(void *arg)
-{
-	const struct engine_qp *eq = arg;
-
-	return eq->stalled;
 }
 
 static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len);
@@ -283,7 +200,6 @@ static bool park_dropped(const struct uroce_qp *qp, struct engine_qp *eq)
 	if (qp->attr.qp_state == IBV_QPS_RTS || qp->attr.qp_state == IBV_QPS_SQD)
 		return false;
 	eq->nbatch = 0;
-	eq->stalled = false;
 	eq->parked = false;
 	return true;
 }
@@ -297,7 +213,7 @@ static struct engine_qp *cork(struct uroce_qp *qp)
 	/* Packets parked by autocork stay first in the batch: this uncork sends them. */
 	park_dropped(qp, eq);
 	if (!eq->slots)
-		eq->slots = malloc((size_t)(ENG_PKTS + 1) * ENG_SLOT);
+		eq->slots = malloc((size_t)(ENG_BATCH + 1) * ENG_SLOT);
 	if (!eq->slots)
 		return NULL;
 	eq->corked = true;
@@ -320,16 +236,10 @@ static void uncork(struct engine_qp *eq)
  * when a packet for another QP comes, when the QP has an error or SQ-drain event to raise
  * (uroce_rc_unlock_qp raises those), and at the end of the batch.  Per poller: on the
  * caller's stack. */
-#define RX_ACKQ 128                      /* QPs a batch remembers for its ACKs (2 x RX_BUDGET) */
 struct rx_batch {
 	struct uroce_engine *eng;
 	struct uroce_qp *held;           /* RC QP whose ctx->lock, lock and sq.lock are held */
 	struct engine_qp *held_eq;       /* its cork (NULL: not batching its sends) */
-	/* The QPs whose ack_batch this batch set, by QPN: flush_batch_acks sends their ACKs
-	 * without walking every QP of the context (1,000 QPs made that walk the cost of each
-	 * receive batch, issue #16).  More than RX_ACKQ: eng->batch_acks, the walk. */
-	uint32_t nacks;
-	uint32_t ackq[RX_ACKQ];
 };
 
 static void rx_release(struct rx_batch *b)
@@ -351,13 +261,8 @@ static void rx_rc(struct rx_batch *b, struct uroce_qp *qp, struct uroce_rxpkt *p
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
 	if (rc->io.defer_acks) {
-		if (!rc->ack_batch) {
-			if (b->nacks < RX_ACKQ)
-				b->ackq[b->nacks++] = qp->qpx.qp_base.qp_num;
-			else
-				atomic_store(&b->eng->batch_acks, true);
-		}
 		rc->ack_batch = true;
+		atomic_store(&b->eng->batch_acks, true);
 	}
 	uroce_rc_input(qp, &p->pkt);
 	if (rc->pending_err != UROCE_RC_ERR_NONE || qp->attr.sq_draining)
@@ -465,29 +370,9 @@ static void flush_batch_ack(struct uroce_qp *qp, struct uroce_rc *rc)
 
 /* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
  * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
- * sending too) stays deferred.  The QPs are the batch's own list, found by QPN (a QP
- * destroyed since is not found); a batch that overflowed it walks them all. */
-static void flush_batch_acks(struct uroce_engine *eng, struct rx_batch *b)
+ * sending too) stays deferred. */
+static void flush_batch_acks(struct uroce_engine *eng)
 {
-	struct uroce_context *ctx = eng->ctx;
-
-	if (b->nacks) {
-		pthread_mutex_lock(&ctx->lock);
-		for (uint32_t i = 0; i < b->nacks; i++) {
-			struct uroce_qp *qp = uroce_qptable_lookup(&ctx->qp_by_num, b->ackq[i]);
-			struct uroce_rc *rc;
-
-			if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
-				continue;
-			pthread_mutex_lock(&qp->lock);
-			rc = uroce_rc_of(qp);
-			if (rc)
-				flush_batch_ack(qp, rc);
-			uroce_rc_unlock_qp(qp);
-		}
-		pthread_mutex_unlock(&ctx->lock);
-		b->nacks = 0;
-	}
 	if (atomic_exchange(&eng->batch_acks, false))
 		each_rc_qp(eng, flush_batch_ack);
 }
@@ -519,7 +404,6 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 	struct rx_batch b = { .eng = eng };
 	int n = 0, m = 0;
 
-	draining = true;
 	if (udp || udp_due(eng)) {
 		/* An application thread polls again at once: it may read short (netio.h). */
 		n = on_progress_thread ? uroce_netio_poll(eng->nio, RX_BUDGET, rx_one, &b)
@@ -537,8 +421,7 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
 					  (uint64_t)n, memory_order_relaxed);
 
-	flush_batch_acks(eng, &b);
-	draining = false;
+	flush_batch_acks(eng);
 	return n;
 }
 
@@ -991,52 +874,24 @@ err:
 
 /* ------------------------------------------------------------ io binding */
 
-/* On the shared-memory link a packet sent alone that a full ring refused, and any packet
- * behind a stalled batch, wait in the batch (allocated here if the QP was never corked), so
- * that they stay in PSN order behind what the ring took (Backpressure). */
-static bool shm_batch(struct engine_qp *eq)
-{
-	if (!eq->link)
-		return false;
-	if (!eq->slots)
-		eq->slots = malloc((size_t)(ENG_PKTS + 1) * ENG_SLOT);
-	return eq->slots != NULL;
-}
-
 static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 {
 	struct engine_qp *eq = arg;
 	struct uroce_txpkt t = { .iov = { { pkt, len } }, .iovcnt = 1, .len = len };
 
 	(void)qp;
-	if (!eq->corked) {
-		/* Alone: parked packets (autocork) go first, PSN order; behind a stalled
-		 * batch it waits in the batch too (Backpressure). */
-		eng_flush(eq);
-		if (!eq->stalled) {
-			int k = eq_send(eq, &t, 1);
-
-			if (k != 0 || !shm_batch(eq) || len > UROCE_RC_MAX_PKT)
-				return k;
-		} else if (!shm_batch(eq)) {
-			return eq_send(eq, &t, 1);
-		}
-	}
-	if (len <= UROCE_RC_MAX_PKT && eq->slots) {
+	if (eq->corked && len <= UROCE_RC_MAX_PKT) {
 		uint8_t *slot;
 
-		if (eq->nbatch >= ENG_BATCH)
+		if (eq->nbatch == ENG_BATCH)
 			eng_flush(eq);
-		if (eq->nbatch == ENG_PKTS)      /* stalled, spare used: lost, as on UDP */
-			return eq_send(eq, &t, 1);
 		slot = slot_at(eq, eq->nbatch);
 		memcpy(slot, pkt, len);
 		eq->pk[eq->nbatch++] = (struct uroce_txpkt){ .iov = { { slot, len } }, .iovcnt = 1,
 							     .len = len };
-		if (!eq->corked)
-			eng_flush(eq);
 		return 1;
 	}
+	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
 	return eq_send(eq, &t, 1);
 }
 
@@ -1051,16 +906,9 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 	(void)qp;
 	if (ndata > 2 || hlen > ENG_HDR_MAX || tlen > ENG_TAIL_MAX)
 		return -EINVAL;
-	if (!batch) {
-		eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
-		batch = eq->stalled && shm_batch(eq);   /* behind a stalled batch (Backpressure) */
-	}
 	if (batch) {
-		if (eq->nbatch >= ENG_BATCH)
+		if (eq->nbatch == ENG_BATCH)
 			eng_flush(eq);
-		batch = eq->nbatch < ENG_PKTS;    /* stalled, spare used: sent alone (lost) */
-	}
-	if (batch) {
 		slot = slot_at(eq, eq->nbatch);
 		tslot = slot_at(eq, eq->nbatch + 1) - tlen;   /* right before the next headers */
 	}
@@ -1077,24 +925,9 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 	t.iov[t.iovcnt++] = (struct iovec){ tslot, tlen };
 	if (batch) {
 		eq->pk[eq->nbatch++] = t;
-		if (!eq->corked)
-			eng_flush(eq);
 		return 1;
 	}
-	if (!eq->corked && !eq->stalled && eq->link) {
-		int k = eq_send(eq, &t, 1);
-
-		/* A full ring: the packet waits in the batch (its headers copied there). */
-		if (k != 0 || !shm_batch(eq))
-			return k;
-		memcpy(slot_at(eq, 0), hdr, hlen);
-		memcpy(slot_at(eq, 1) - tlen, tail, tlen);
-		t.iov[0].iov_base = slot_at(eq, 0);
-		t.iov[t.iovcnt - 1].iov_base = slot_at(eq, 1) - tlen;
-		eq->pk[eq->nbatch++] = t;   /* nbatch was 0: nothing was stalled */
-		eng_flush(eq);
-		return 1;
-	}
+	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
 	return eq_send(eq, &t, 1);
 }
 
@@ -1104,15 +937,8 @@ static void eng_io_flush(void *arg)
 {
 	struct engine_qp *eq = arg;
 
-	if (eq->corked) {
+	if (eq->corked)
 		eng_flush(eq);
-		/* Still held by a full ring: lost, as before Backpressure, rather than read
-		 * after the memory they point at has changed. */
-		if (eq->stalled) {
-			eq->nbatch = 0;
-			eq->stalled = eq->parked = false;
-		}
-	}
 }
 
 static void eng_timer(void *arg, uint64_t deadline)
@@ -1281,7 +1107,6 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	if (!eq)
 		return -ENOMEM;
 	eq->eng = eng;
-	eq->qp = qp;
 	memcpy(eq->dst.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
 	eq->dst.port = 4791;
 	ret = uroce_netio_tx_open(eng->nio, sgid.raw, qp->qpx.qp_base.qp_num, &eq->tx);
@@ -1300,7 +1125,6 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
 	io.flush = eng_io_flush;
-	io.busy = eq->link ? eng_busy : NULL;
 	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=0: no timed
 	 * deferral behind the QP's next request (rc_resp.c acknowledge). */
 	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");
@@ -1396,25 +1220,9 @@ static void park(struct engine_qp *eq, struct uroce_rc *rc, uint64_t now)
 static void unpark(struct uroce_qp *qp, struct uroce_rc *rc)
 {
 	struct engine_qp *eq = engine_qp_of(rc);
-	bool stalled;
 
-	if (!eq || eq->corked || park_dropped(qp, eq))
-		return;
-	/* A batch held by a full ring is tried again at park_due, not at every poll: a
-	 * busy poller would otherwise spin on the ring the consumer needs the CPU to drain. */
-	if (eq->stalled && uroce_rc_clock() < eq->park_due) {
-		atomic_store(&eq->eng->any_parked, true);
-		return;
-	}
-	stalled = eq->stalled;
-	eng_flush(eq);
-	if (stalled && !eq->stalled && qp->qpx.qp_base.qp_type == IBV_QPT_RC) {
-		/* The ring took the rest: the requester goes on where io.busy stopped it. */
-		struct engine_qp *c = cork(qp);
-
-		uroce_rc_requester(qp, false);
-		uncork(c);
-	}
+	if (eq && !eq->corked && !park_dropped(qp, eq))
+		eng_flush(eq);
 }
 
 /* Send every QP's parked packets (an application thread polls or sleeps).  The relaxed

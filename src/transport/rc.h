@@ -163,10 +163,6 @@ struct uroce_rc_io {
 	/* Optional: send what the engine has collected for this QP now, so that payload given
 	 * to xmitv is read before the caller changes that memory (rc_resp.c reads_first). */
 	void (*flush)(void *arg);
-	/* Optional: the link can take nothing more now (a full shared-memory ring, engine.c
-	 * "Backpressure"): the requester waits as for a closed window, and runs again when
-	 * the engine has sent what the link held back. */
-	bool (*busy)(void *arg);
 	void *arg;
 	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
 	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while

@@ -346,8 +346,7 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 			/* The PSN this packet will carry: a started WQE keeps its own. */
 			uint32_t next = sw->started ? psn_add(sw->first_psn, rc->req_off / rc->mtu) : rc->req_psn;
 
-			state = psn_dist(rc->comp_psn, next) >= UROCE_RC_MAX_UNACKED_PSNS ||
-				(rc->io.busy && rc->io.busy(rc->io.arg))
+			state = psn_dist(rc->comp_psn, next) >= UROCE_RC_MAX_UNACKED_PSNS
 				? UROCE_REQ_WAIT : UROCE_REQ_BUILD;
 			break;
 		}

@@ -77,7 +77,6 @@ struct uroce_shm_link {
 	int peer_efd;
 	int32_t peer_pid;
 	pthread_mutex_t tx_lock;         /* senders of this link */
-	bool tx_nowait;                  /* this send does not wait for room (under tx_lock) */
 	struct ring tx, rx;              /* rx: under the shm's rx_lock */
 	/* Packets and bytes written since the last uroce_shm_send or rx_ring added them to
 	 * the counters: one atomic add per batch instead of two per packet (a locked add
@@ -284,7 +283,7 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 		/* Full.  Let the consumer see what this batch wrote so far, then wait for it
 		 * to move head: bounded, and never for ourselves. */
 		tx_publish(l);
-		if (l->self || l->tx_nowait || peer_gone(l))
+		if (l->self || peer_gone(l))
 			break;
 		now = now_ns();
 		if (!deadline)
@@ -428,23 +427,8 @@ out:
 	return ret;
 }
 
-static int shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
-		    const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n, bool nowait);
-
 int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 		   const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n)
-{
-	return shm_send(l, src, dst, pkts, n, false);
-}
-
-int uroce_shm_send_nowait(struct uroce_shm_link *l, const struct uroce_shm_src *src,
-			  const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n)
-{
-	return shm_send(l, src, dst, pkts, n, true);
-}
-
-static int shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
-		    const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n, bool nowait)
 {
 	struct uroce_shm *s;
 	struct uroce_shm_rec rec;
@@ -476,7 +460,6 @@ static int shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 	if (s->icrc)
 		icrc_addr(src->sgid, src->sport, dst->gid, &ia);
 	pthread_mutex_lock(&l->tx_lock);
-	l->tx_nowait = nowait;
 	for (i = 0; i < n; i++) {
 		struct uroce_txpkt *p = &pkts[i];
 

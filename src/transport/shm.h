@@ -102,11 +102,6 @@ struct uroce_shm_src {
  * Packets to a peer that is gone count as sent (lost). */
 int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 		   const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n);
-/* The same, but a full ring is not waited for: the caller keeps what was not sent (the
- * count returned) and tries again later (engine.c "Backpressure").  Two processes that
- * both wait for room in each other's ring drain neither until the wait ends. */
-int uroce_shm_send_nowait(struct uroce_shm_link *l, const struct uroce_shm_src *src,
-			  const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n);
 
 /* Drain up to @budget packets from every link's receive ring, delivering each valid one to
  * @fn as netio does (struct uroce_rxpkt; valid during the call).  Returns the number
