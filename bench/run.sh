@@ -15,7 +15,9 @@
 #          shm_send_bw shm_read_bw shm_atomic_bw (the same-host shared-memory link,
 #          UROCE_LINK=shm) (default: all these); ucx_put_bw ucx_tag_lat, or ucx for both, and
 #          cm_connect (not in the default set: cm_connect needs uroced's connection manager
-#          and BUILD/bin/{cm_wait,tcp_connrate})
+#          and BUILD/bin/{cm_wait,tcp_connrate}); qps_write_bw (shm) and qps_write_bw_udp
+#          (not in the default set): ib_write_bw -q $QPS (default 1000) against the same
+#          perftest with -q 1 in the same repetition (issue #16 section 3, target >= 0.9x)
 #
 # benchmark  uroce (Debian's unmodified perftest via `uroce run`)   peer (same pinning, same run)
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
@@ -71,12 +73,14 @@ if [ "${1:-}" = --inner ]; then
 	export UROCE_DAEMON=$BUILD/bin/uroced
 	# The link: the UDP benchmarks measure the socket path, the shm_* ones the same-host
 	# shared-memory link (both processes are on one host here).
-	case $BENCH in shm_*) export UROCE_LINK=shm ;; *) export UROCE_LINK=udp ;; esac
+	case $BENCH in shm_* | qps_write_bw) export UROCE_LINK=shm ;; *) export UROCE_LINK=udp ;; esac
 	# Two busy-pollers sharing one CPU hand over only when the scheduler's slice ends, so the
 	# same-CPU latency run is short (both uroce and the peer): it measures the scheduler.
 	if [ "$PIN" = split ]; then SCPU=0 CCPU=1 LITERS=20000; else SCPU=0 CCPU=0 LITERS=500; fi
 	S="taskset -c $SCPU timeout 120"
 	C="taskset -c $CCPU timeout 120"
+	# 1,000 QPs take perftest half a minute or more to set up on a loaded machine.
+	case $BENCH in qps_*) S="taskset -c $SCPU timeout 600" C="taskset -c $CCPU timeout 600" ;; esac
 	log=$(dirname "$OUT")/log.$BENCH.$PIN
 	: >"$log"
 
@@ -196,6 +200,7 @@ if [ "${1:-}" = --inner ]; then
 		# perftest -D measures between a margin (-f) after the start and a margin before
 		# the end: -D SECS+2 -f 1 measures SECS seconds, like the peer's run.
 		write_bw | shm_write_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
+		qps_write_bw | qps_write_bw_udp) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -q ${QPS:-1000} -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
 		send_bw | shm_send_bw) args="-x 0 -F -s 64 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_send_bw; size=64; col=5 ;;
 		write_lat | shm_write_lat) args="-x 0 -F -s 2 -n $LITERS -p $port"; tool=ib_write_lat; size=2; col=5 ;;
 		shm_read_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_read_bw; size=65536; col=4 ;;
@@ -221,6 +226,17 @@ if [ "${1:-}" = --inner ]; then
 		# the peer, pinned the same way
 		echo "== rep $rep peer" >>"$log"
 		case $BENCH in
+		qps_write_bw | qps_write_bw_udp)
+			# the same perftest with one QP, same link and pinning (issue #16: the
+			# aggregate of many QPs against one QP's)
+			a1="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -q 1 -p $((port + 1000))"
+			$S "$UROCE" run ib_write_bw $a1 >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port t $((port + 1000)) &&
+				$C "$UROCE" run ib_write_bw $a1 127.0.0.1 >"$OUT.cli" 2>&1
+			wait $spid
+			v=$(pt_field 65536 4 <"$OUT.cli")
+			;;
 		write_bw | shm_write_bw | shm_read_bw)
 			$S iperf3 -s -1 -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
@@ -421,6 +437,9 @@ END {
 	peer["rsocket_bw"] = peer["shm_rsocket_bw"] = "iperf3 TCP"
 	goal["rsocket_bw"] = "(report)"; goal["shm_rsocket_bw"] = "> 1.0"
 	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
+	unit["qps_write_bw"] = unit["qps_write_bw_udp"] = "Gb/s"
+	peer["qps_write_bw"] = peer["qps_write_bw_udp"] = "same, -q 1"
+	goal["qps_write_bw"] = goal["qps_write_bw_udp"] = ">= 0.9"
 	unit["shm_write_bw"] = unit["shm_read_bw"] = "Gb/s"; unit["shm_write_lat"] = "us"
 	unit["shm_send_bw"] = unit["shm_atomic_bw"] = "Mpps"
 	peer["shm_write_bw"] = peer["shm_read_bw"] = "iperf3 TCP"; peer["shm_write_lat"] = "udp_pingpong"

@@ -304,14 +304,8 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 			uroce_netio_count_misrouted(eng->nio);
 		return 0;
 	}
-	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
-		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
-
-		if (qp->qpx.qp_base.qp_num == p->pkt.bth.dqpn) {
-			found = qp;
-			break;
-		}
-	}
+	/* O(1) whatever the number of QPs (core/qptable.h; a list walk per packet before). */
+	found = uroce_qptable_lookup(&ctx->qp_by_num, p->pkt.bth.dqpn);
 	if (!found || !found->transport) {
 		pthread_mutex_unlock(&ctx->lock);
 		uroce_netio_count_misrouted(eng->nio);

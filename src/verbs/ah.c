@@ -37,9 +37,14 @@ int uroce_ah_create(struct uroce_pd *pd, struct ibv_ah_attr *attr, struct uroce_
 	ret = uroce_query_gid(ctx, 1, attr->grh.sgid_index, &sgid, NULL, NULL);
 	if (ret)
 		return -EINVAL;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_AH);
+	if (ret)
+		return ret;
 	ah = calloc(1, sizeof(*ah));
-	if (!ah)
+	if (!ah) {
+		uroce_obj_put(ctx->dev, UROCE_OBJ_AH);
 		return -ENOMEM;
+	}
 	ah->ah.context = pd->pd.context;
 	ah->ah.pd = &pd->pd;
 	ah->attr = *attr;
@@ -53,6 +58,7 @@ int uroce_ah_create(struct uroce_pd *pd, struct ibv_ah_attr *attr, struct uroce_
 int uroce_ah_destroy(struct uroce_ah *ah)
 {
 	atomic_fetch_sub(&uroce_pd_from_ib(ah->ah.pd)->usecnt, 1);
+	uroce_obj_put(uroce_ctx_from_ib(ah->ah.context)->dev, UROCE_OBJ_AH);
 	free(ah);
 	return 0;
 }

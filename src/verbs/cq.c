@@ -164,7 +164,7 @@ int uroce_cq_resize(struct uroce_cq *cq, int cqe)
 {
 	int ret;
 
-	if (cqe < 1 || cqe > UROCE_MAX_CQE)
+	if (cqe < 1 || (uint32_t)cqe > uroce_limits()->max_cqe)
 		return -EINVAL;
 	ret = uroce_cqring_resize(&cq->r, (uint32_t)cqe);
 	if (!ret)
@@ -241,7 +241,7 @@ int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex 
 
 	if (ret)
 		return ret;
-	if (attr->cqe < 1 || attr->cqe > UROCE_MAX_CQE)
+	if (attr->cqe < 1 || (uint32_t)attr->cqe > uroce_limits()->max_cqe)
 		return -EINVAL;
 	if (attr->comp_vector >= (uint32_t)ctx->vctx.context.num_comp_vectors)
 		return -EINVAL;
@@ -256,11 +256,13 @@ int uroce_cq_create(struct uroce_context *ctx, const struct ibv_cq_init_attr_ex 
 		return -EINVAL;
 
 	uroce_verbs_init();
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_CQ);
+	if (ret)
+		return ret;
 	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	if (uroce_cqring_init(&cq->r, (uint32_t)attr->cqe, &cq_hooks)) {
+	if (!cq || uroce_cqring_init(&cq->r, (uint32_t)attr->cqe, &cq_hooks)) {
 		free(cq);
+		uroce_obj_put(ctx->dev, UROCE_OBJ_CQ);
 		return -ENOMEM;
 	}
 	cq->uctx = ctx;
@@ -334,6 +336,7 @@ int uroce_cq_destroy(struct uroce_cq *cq)
 		pthread_mutex_unlock(&x->context->mutex);
 	}
 	uroce_cqring_fini(&cq->r);
+	uroce_obj_put(cq->uctx->dev, UROCE_OBJ_CQ);
 	pthread_cond_destroy(&x->cond);
 	pthread_mutex_destroy(&x->mutex);
 	free(cq);

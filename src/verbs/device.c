@@ -420,6 +420,7 @@ int uroce_context_open(struct uroce_device *dev, struct uroce_context **out)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	uroce_list_init(&ctx->async_queue);
 	uroce_list_init(&ctx->qps);
+	uroce_qptable_init(&ctx->qp_by_num);
 	ctx->dev = dev;
 
 	ret = open_and_list(&ctx->ipc, &infos, &n);
@@ -522,6 +523,7 @@ int uroce_context_close(struct uroce_context *ctx)
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->async_lock);
 	pthread_mutex_destroy(&ctx->lock);
+	uroce_qptable_fini(&ctx->qp_by_num);
 	free(ctx);
 	return 0;
 }
@@ -591,7 +593,7 @@ static void mcast_limits(struct ibv_device_attr *a)
 	if (groups > INT_MAX)
 		groups = INT_MAX;
 	a->max_mcast_grp = (int)groups;
-	a->max_mcast_qp_attach = groups ? UROCE_MAX_QP : 0;
+	a->max_mcast_qp_attach = groups ? (int)uroce_limits()->max_qp : 0;
 	total = (long long)a->max_mcast_grp * a->max_mcast_qp_attach;
 	a->max_total_mcast_qp_attach = total > INT_MAX ? INT_MAX : (int)total;
 }
@@ -609,6 +611,7 @@ static bool transport_counts(const char *reason)
 
 int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 {
+	const struct uroce_limits *lim = uroce_limits();
 	struct uroce_dev_info info;
 	int ret = uroce_context_alive(ctx);
 
@@ -626,8 +629,8 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = UROCE_VENDOR_ID;
 	a->vendor_part_id = UROCE_VENDOR_PART_ID;
 	a->hw_ver = 0;
-	a->max_qp = UROCE_MAX_QP;
-	a->max_qp_wr = UROCE_MAX_QP_WR;
+	a->max_qp = (int)lim->max_qp;
+	a->max_qp_wr = (int)lim->max_qp_wr;
 	/* Each bit is something the verbs layer and the transports do (docs/verbs.md has
 	 * every bit, also the ones left out and why):
 	 *   UD_AV_PORT_ENFORCE: an AH names port 1 or is refused, and so is a QP;
@@ -645,18 +648,18 @@ int uroce_query_device(struct uroce_context *ctx, struct ibv_device_attr *a)
 		a->device_cap_flags |= IBV_DEVICE_BAD_PKEY_CNTR;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
-	a->max_cq = UROCE_MAX_CQ;
-	a->max_cqe = UROCE_MAX_CQE;
-	a->max_mr = UROCE_MAX_MR;
-	a->max_pd = UROCE_MAX_PD;
+	a->max_cq = (int)lim->max_cq;
+	a->max_cqe = (int)lim->max_cqe;
+	a->max_mr = (int)lim->max_mr;
+	a->max_pd = (int)lim->max_pd;
 	a->max_qp_rd_atom = UROCE_MAX_QP_RD_ATOM;
 	a->max_qp_init_rd_atom = UROCE_MAX_QP_RD_ATOM;
 	a->max_res_rd_atom = UROCE_MAX_RES_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_mw = UROCE_MAX_MW;
-	a->max_ah = UROCE_MAX_AH;
-	a->max_srq = UROCE_MAX_SRQ;
-	a->max_srq_wr = UROCE_MAX_SRQ_WR;
+	a->max_mw = (int)lim->max_mw;
+	a->max_ah = (int)lim->max_ah;
+	a->max_srq = (int)lim->max_srq;
+	a->max_srq_wr = (int)lim->max_srq_wr;
 	a->max_srq_sge = UROCE_MAX_SRQ_SGE;
 	a->max_pkeys = UROCE_PKEY_TBL_LEN;
 	a->local_ca_ack_delay = 15;

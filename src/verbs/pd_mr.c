@@ -22,9 +22,14 @@ int uroce_pd_alloc(struct uroce_context *ctx, struct uroce_pd **out)
 
 	if (ret)
 		return ret;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_PD);
+	if (ret)
+		return ret;
 	pd = calloc(1, sizeof(*pd));
-	if (!pd)
+	if (!pd) {
+		uroce_obj_put(ctx->dev, UROCE_OBJ_PD);
 		return -ENOMEM;
+	}
 	pd->pd.context = &ctx->vctx.context;
 	*out = pd;
 	return 0;
@@ -34,6 +39,7 @@ int uroce_pd_dealloc(struct uroce_pd *pd)
 {
 	if (atomic_load(&pd->usecnt))
 		return -EBUSY;
+	uroce_obj_put(uroce_ctx_from_ib(pd->pd.context)->dev, UROCE_OBJ_PD);
 	free(pd);
 	return 0;
 }
@@ -91,12 +97,14 @@ int uroce_mr_reg(struct uroce_pd *pd, void *addr, size_t length, uint64_t iova, 
 		return ret;
 	if (iova + length < iova)
 		return -EINVAL;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_MR);
+	if (ret)
+		return ret;
 	mr = calloc(1, sizeof(*mr));
-	if (!mr)
-		return -ENOMEM;
-	ret = uroce_key_alloc(UROCE_KEY_MR, mr, &mr->mr.lkey);
+	ret = mr ? uroce_key_alloc(UROCE_KEY_MR, mr, &mr->mr.lkey) : -ENOMEM;
 	if (ret) {
 		free(mr);
+		uroce_obj_put(ctx->dev, UROCE_OBJ_MR);
 		return ret;
 	}
 	mr->mr.rkey = mr->mr.lkey;
@@ -167,6 +175,7 @@ int uroce_mr_dereg(struct uroce_mr *mr)
 	uroce_key_free(mr->mr.lkey);
 	uroce_mem_changed();
 	atomic_fetch_sub(&uroce_pd_from_ib(mr->mr.pd)->usecnt, 1);
+	uroce_obj_put(uroce_ctx_from_ib(mr->mr.context)->dev, UROCE_OBJ_MR);
 	free(mr);
 	return 0;
 }
@@ -183,12 +192,14 @@ int uroce_mw_alloc(struct uroce_pd *pd, enum ibv_mw_type type, struct uroce_mw *
 		return ret;
 	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
 		return -EINVAL;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_MW);
+	if (ret)
+		return ret;
 	mw = calloc(1, sizeof(*mw));
-	if (!mw)
-		return -ENOMEM;
-	ret = uroce_key_alloc(UROCE_KEY_MW, mw, &mw->key);
+	ret = mw ? uroce_key_alloc(UROCE_KEY_MW, mw, &mw->key) : -ENOMEM;
 	if (ret) {
 		free(mw);
+		uroce_obj_put(ctx->dev, UROCE_OBJ_MW);
 		return ret;
 	}
 	mw->mw.rkey = mw->key;
@@ -205,6 +216,7 @@ int uroce_mw_dealloc(struct uroce_mw *mw)
 	uroce_mw_unbind(mw);
 	uroce_key_free(mw->key);
 	atomic_fetch_sub(&uroce_pd_from_ib(mw->mw.pd)->usecnt, 1);
+	uroce_obj_put(uroce_ctx_from_ib(mw->mw.context)->dev, UROCE_OBJ_MW);
 	free(mw);
 	return 0;
 }

@@ -145,10 +145,10 @@ static int check_init_attr(struct uroce_context *ctx, struct ibv_qp_init_attr_ex
 		return -EINVAL;
 	if (a->srq && (a->srq->context != ib || a->srq->pd != a->pd))
 		return -EINVAL;
-	if (a->cap.max_send_wr > UROCE_MAX_QP_WR || a->cap.max_send_sge > UROCE_MAX_SGE ||
+	if (a->cap.max_send_wr > uroce_limits()->max_qp_wr || a->cap.max_send_sge > UROCE_MAX_SGE ||
 	    a->cap.max_inline_data > UROCE_MAX_INLINE)
 		return -EINVAL;
-	if (!a->srq && (a->cap.max_recv_wr > UROCE_MAX_QP_WR || a->cap.max_recv_sge > UROCE_MAX_SGE))
+	if (!a->srq && (a->cap.max_recv_wr > uroce_limits()->max_qp_wr || a->cap.max_recv_sge > UROCE_MAX_SGE))
 		return -EINVAL;
 	return 0;
 }
@@ -165,9 +165,14 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	ret = check_init_attr(ctx, a);
 	if (ret)
 		return ret;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_QP);
+	if (ret)
+		return ret;
 	qp = calloc(1, sizeof(*qp));
-	if (!qp)
+	if (!qp) {
+		uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 		return -ENOMEM;
+	}
 	ret = uroce_wq_init(&qp->sq, a->cap.max_send_wr ? a->cap.max_send_wr : 1,
 			    a->cap.max_send_sge ? a->cap.max_send_sge : 1, a->cap.max_inline_data);
 	if (ret)
@@ -231,8 +236,12 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	if (a->srq)
 		atomic_fetch_add(&uroce_srq_from_ib(a->srq)->usecnt, 1);
 	pthread_mutex_lock(&ctx->lock);
-	uroce_list_add_tail(&ctx->qps, &qp->ctx_node);
+	ret = uroce_qptable_insert(&ctx->qp_by_num, qpn, qp);
+	if (!ret)
+		uroce_list_add_tail(&ctx->qps, &qp->ctx_node);
 	pthread_mutex_unlock(&ctx->lock);
+	if (ret)
+		goto err_qpn;
 	/* Before the application can hand the QPN to a peer: a same-host peer links to this
 	 * context when its QP reaches RTR, so the data path must be up (docs/transport.md). */
 	if (ib->qp_type == IBV_QPT_RC || ib->qp_type == IBV_QPT_UC || ib->qp_type == IBV_QPT_UD)
@@ -240,12 +249,25 @@ int uroce_qp_create(struct uroce_context *ctx, struct ibv_qp_init_attr_ex *a, st
 	*out = qp;
 	return 0;
 
+err_qpn:
+	atomic_fetch_sub(&uroce_pd_from_ib(a->pd)->usecnt, 1);
+	atomic_fetch_sub(&uroce_cq_from_ib(a->send_cq)->usecnt, 1);
+	atomic_fetch_sub(&uroce_cq_from_ib(a->recv_cq)->usecnt, 1);
+	if (a->srq)
+		atomic_fetch_sub(&uroce_srq_from_ib(a->srq)->usecnt, 1);
+	pthread_cond_destroy(&ib->cond);
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&qp->lock);
+#if UROCE_HAVE_IPC
+	uroce_ipc_qpn_free(ctx->ipc, ctx->dev->ibdev.name, qpn);
+#endif
 err_rq:
 	uroce_wq_fini(&qp->rq);
 err_sq:
 	uroce_wq_fini(&qp->sq);
 err_free:
 	free(qp);
+	uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 	return ret;
 }
 
@@ -256,6 +278,7 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 
 	pthread_mutex_lock(&ctx->lock);
 	uroce_list_del(&qp->ctx_node);
+	uroce_qptable_remove(&ctx->qp_by_num, ib->qp_num);
 	pthread_mutex_unlock(&ctx->lock);
 	/* Unlinked: the progress thread no longer finds it; now stop its engine. */
 	pthread_mutex_lock(&ctx->lock);
@@ -280,6 +303,7 @@ int uroce_qp_destroy(struct uroce_qp *qp)
 	pthread_cond_destroy(&ib->cond);
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&qp->lock);
+	uroce_obj_put(ctx->dev, UROCE_OBJ_QP);
 	free(qp);
 	return 0;
 }

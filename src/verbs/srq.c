@@ -19,18 +19,21 @@ int uroce_srq_create(struct uroce_pd *pd, struct ibv_srq_init_attr *attr, struct
 
 	if (ret)
 		return ret;
-	if (!attr->attr.max_wr || attr->attr.max_wr > UROCE_MAX_SRQ_WR ||
+	if (!attr->attr.max_wr || attr->attr.max_wr > uroce_limits()->max_srq_wr ||
 	    attr->attr.max_sge > UROCE_MAX_SRQ_SGE)
 		return -EINVAL;
 	/* IBA 10.2.9.5: the limit must not exceed the queue's capacity. */
 	if (attr->attr.srq_limit > attr->attr.max_wr)
 		return -EINVAL;
+	ret = uroce_obj_take(ctx->dev, UROCE_OBJ_SRQ);
+	if (ret)
+		return ret;
 	srq = calloc(1, sizeof(*srq));
-	if (!srq)
-		return -ENOMEM;
-	ret = uroce_wq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge ? attr->attr.max_sge : 1, 0);
+	ret = srq ? uroce_wq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge ? attr->attr.max_sge : 1, 0)
+		  : -ENOMEM;
 	if (ret) {
 		free(srq);
+		uroce_obj_put(ctx->dev, UROCE_OBJ_SRQ);
 		return ret;
 	}
 	srq->uctx = ctx;
@@ -60,7 +63,7 @@ int uroce_srq_modify(struct uroce_srq *srq, struct ibv_srq_attr *attr, int mask)
 		uint32_t count = uroce_wq_count(&srq->rq);
 		uint32_t limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->srq_limit;
 
-		if (!attr->max_wr || attr->max_wr > UROCE_MAX_SRQ_WR || attr->max_wr < count ||
+		if (!attr->max_wr || attr->max_wr > uroce_limits()->max_srq_wr || attr->max_wr < count ||
 		    limit > attr->max_wr) {
 			ret = -EINVAL;
 			goto out;
@@ -111,6 +114,7 @@ int uroce_srq_destroy(struct uroce_srq *srq)
 				&srq->srq.mutex, &srq->srq.cond, &srq->srq.events_completed);
 	atomic_fetch_sub(&uroce_pd_from_ib(srq->srq.pd)->usecnt, 1);
 	uroce_wq_fini(&srq->rq);
+	uroce_obj_put(srq->uctx->dev, UROCE_OBJ_SRQ);
 	pthread_cond_destroy(&srq->srq.cond);
 	pthread_mutex_destroy(&srq->srq.mutex);
 	free(srq);

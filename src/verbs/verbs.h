@@ -45,6 +45,7 @@
 #include "core/cqring.h"
 #include "core/devview.h"
 #include "core/mem.h"
+#include "core/qptable.h"
 #include "core/queue.h"
 #include "core/upcall.h"
 #include "ipc/ipc.h"
@@ -60,23 +61,31 @@
 enum {
 	UROCE_VENDOR_ID = 0xFFFFFF,      /* like rxe: unknown to perftest (abi-compat §5.12) */
 	UROCE_VENDOR_PART_ID = 0,
-	UROCE_MAX_QP = 0x10000,
-	UROCE_MAX_QP_WR = 0x4000,
 	UROCE_MAX_SGE = 32,
 	UROCE_MAX_INLINE = 256,
-	UROCE_MAX_CQ = 0x4000,
-	UROCE_MAX_CQE = 0x7FFF,
-	UROCE_MAX_MR = 0x10000,
-	UROCE_MAX_PD = 0x10000,
 	UROCE_MAX_QP_RD_ATOM = 128,
 	UROCE_MAX_RES_RD_ATOM = 0x3F000,
-	UROCE_MAX_SRQ = 0x4000,
-	UROCE_MAX_SRQ_WR = 0x4000,
 	UROCE_MAX_SRQ_SGE = 32,
-	UROCE_MAX_MW = 0x10000,
-	UROCE_MAX_AH = 0x10000,
 	UROCE_NUM_PORTS = 1,
 };
+
+/* The limits that memory bounds (limits.c, docs/verbs.md "Limits"): the smaller of the
+ * design's own bound and the memory budget over an object's cost. */
+struct uroce_limits {
+	uint32_t max_qp, max_qp_wr, max_cq, max_cqe, max_pd, max_mr, max_mw, max_ah, max_srq,
+		 max_srq_wr;
+};
+const struct uroce_limits *uroce_limits(void);
+/* The memory the limits are derived from: UROCE_MEM_BUDGET_MB, or the smallest of physical
+ * memory, the cgroup's memory.max and RLIMIT_AS. */
+uint64_t uroce_mem_budget(void);
+/* Objects counted against those limits, per device and process. */
+enum uroce_obj { UROCE_OBJ_QP, UROCE_OBJ_CQ, UROCE_OBJ_PD, UROCE_OBJ_MR, UROCE_OBJ_MW,
+		 UROCE_OBJ_AH, UROCE_OBJ_SRQ, UROCE_OBJ_NUM };
+struct uroce_device;
+/* Count one more: 0, or -EINVAL when the device already has its limit of them. */
+int uroce_obj_take(struct uroce_device *dev, enum uroce_obj k);
+void uroce_obj_put(struct uroce_device *dev, enum uroce_obj k);
 
 /* Largest message (IBA 9.7.4.1.x): rxe now advertises 2 GiB; so do we. */
 #define UROCE_MAX_MSG_SZ 0x80000000u
@@ -113,6 +122,7 @@ struct uroce_device {
 	uint64_t rdma_core_private[6];        /* +672..+711: refcount, list, sysfs, core_support */
 	unsigned index;                       /* position in the process's device table */
 	struct uroce_devview view;            /* last description received from uroced (core) */
+	atomic_uint nobj[UROCE_OBJ_NUM];      /* objects of this device in the process (limits.c) */
 };
 
 extern const char uroce_device_marker[];
@@ -154,6 +164,7 @@ struct uroce_context {
 	int stop_pipe[2];                     /* wakes the watcher at close */
 
 	struct uroce_list qps;                /* struct uroce_qp.ctx_node */
+	struct uroce_qptable qp_by_num;       /* QPN -> struct uroce_qp, the same QPs (receive path) */
 	void *transport;                      /* per-context engine state (progress thread, socket) */
 
 	struct verbs_context vctx;            /* must be last (abi-compat §3.2) */

@@ -75,6 +75,8 @@ struct world {
 static uint64_t vnow = 1000000000ull;
 static uint64_t vclock(void) { return vnow; }
 
+static struct uroce_device fake_dev;
+
 static struct uroce_context *fake_context(void)
 {
 	struct uroce_context *ctx = calloc(1, sizeof(*ctx));
@@ -84,6 +86,7 @@ static struct uroce_context *fake_context(void)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	uroce_list_init(&ctx->async_queue);
 	uroce_list_init(&ctx->qps);
+	ctx->dev = &fake_dev;   /* the objects' counts (verbs/limits.c) */
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK))
 		abort();
 	ctx->vctx.context.async_fd = fds[0];

@@ -103,14 +103,19 @@ static void pin_device(struct ibv_context *ctx, const struct ibv_device_attr_ex 
 	EQ(a->vendor_id, 0xFFFFFF);
 	EQ(a->vendor_part_id, 0);
 	EQ(a->hw_ver, 0);
+	/* The limits memory bounds (docs/verbs.md "Limits"), for the 1024 MiB budget attrs.sh
+	 * sets (UROCE_MEM_BUDGET_MB): 2^30 / 16 KiB per QP; the largest power-of-two ring
+	 * within 2^30 / 16 (64 MiB): 2^20 CQEs of 48 bytes, 2^16 send WQEs of 512 to 1023 bytes
+	 * (32 SGEs, 256 inline bytes, the requester's slot state); 2^30 / 256 per AH.  The
+	 * counts whose cost is an object's size are checked as ranges and printed for attrs.sh. */
 	EQ(a->max_qp, 65536);
-	EQ(a->max_qp_wr, 16384);
+	EQ(a->max_qp_wr, 65536);
 	EQ(a->max_sge, 32);
 	EQ(a->max_sge_rd, 32);
-	EQ(a->max_cq, 16384);
-	EQ(a->max_cqe, 32767);
-	EQ(a->max_mr, 65536);
-	EQ(a->max_pd, 65536);
+	CHECK(a->max_cq >= 1 << 20 && a->max_cq <= 1 << 24, "max_cq %d", a->max_cq);
+	EQ(a->max_cqe, 1 << 20);
+	CHECK(a->max_mr >= 1 << 22 && a->max_mr <= (1 << 24) - 1, "max_mr %d", a->max_mr);
+	CHECK(a->max_pd >= 1 << 24, "max_pd %d", a->max_pd);
 	EQ(a->max_qp_rd_atom, 128);
 	EQ(a->max_ee_rd_atom, 0);
 	EQ(a->max_res_rd_atom, 258048);
@@ -119,17 +124,19 @@ static void pin_device(struct ibv_context *ctx, const struct ibv_device_attr_ex 
 	EQ(a->atomic_cap, IBV_ATOMIC_HCA);
 	EQ(a->max_ee, 0);
 	EQ(a->max_rdd, 0);
-	EQ(a->max_mw, 65536);
+	CHECK(a->max_mw >= 1 << 22 && a->max_mw <= (1 << 24) - 1, "max_mw %d", a->max_mw);
 	EQ(a->max_raw_ipv6_qp, 0);
 	EQ(a->max_raw_ethy_qp, 0);
 	EQ(a->max_mcast_grp, mcast_grp);
 	EQ(a->max_mcast_qp_attach, a->max_qp);
 	EQ(a->max_total_mcast_qp_attach, (long long)mcast_grp * a->max_qp);
-	EQ(a->max_ah, 65536);
+	EQ(a->max_ah, 1 << 22);
 	EQ(a->max_fmr, 0);
 	EQ(a->max_map_per_fmr, 0);
-	EQ(a->max_srq, 16384);
-	EQ(a->max_srq_wr, 16384);
+	CHECK(a->max_srq >= 1 << 20 && a->max_srq <= 1 << 24, "max_srq %d", a->max_srq);
+	EQ(a->max_srq_wr, 65536);
+	printf("max_cq %d\nmax_mr %d\nmax_pd %d\nmax_mw %d\nmax_srq %d\n", a->max_cq, a->max_mr,
+	       a->max_pd, a->max_mw, a->max_srq);
 	EQ(a->max_srq_sge, 32);
 	EQ(a->max_pkeys, 1);
 	EQ(a->local_ca_ack_delay, 15);

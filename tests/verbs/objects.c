@@ -12,6 +12,15 @@
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
 		       enum ibv_gid_type *type);
 
+/* The device's limits (they come from the memory budget, docs/verbs.md "Limits"). */
+static const struct ibv_device_attr *dev_attr(struct ibv_context *ctx)
+{
+	static struct ibv_device_attr a;
+
+	CHECK(ibv_query_device(ctx, &a) == 0);
+	return &a;
+}
+
 static void test_device_list(void)
 {
 	struct ibv_device **a, **b;
@@ -213,7 +222,12 @@ static void test_cq_channel(struct ibv_context *ctx)
 
 	CHECK(ch && ch->fd >= 0 && ch->context == ctx);
 	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 0, NULL, NULL, 0), EINVAL);
-	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 1 << 20, NULL, NULL, 0), EINVAL);
+	{
+		struct ibv_device_attr da;
+
+		CHECK(ibv_query_device(ctx, &da) == 0);
+		CHECK_NULL_ERRNO(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0), EINVAL);
+	}
 	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 16, NULL, NULL, 5), EINVAL);
 	cq = ibv_create_cq(ctx, 10, (void *)0x1234, ch, 0);
 	CHECK(cq && cq->cqe >= 10 && cq->cq_context == (void *)0x1234 && cq->channel == ch);
@@ -460,8 +474,8 @@ static void test_srq(struct ibv_context *ctx)
 	CHECK(pd && pd2 && cq);
 	CHECK_NULL_ERRNO(ibv_create_srq(pd, &(struct ibv_srq_init_attr){ .attr = { .max_wr = 0, .max_sge = 1 } }),
 			 EINVAL);
-	CHECK_NULL_ERRNO(ibv_create_srq(pd, &(struct ibv_srq_init_attr){ .attr = { .max_wr = 1 << 20, .max_sge = 1 } }),
-			 EINVAL);
+	CHECK_NULL_ERRNO(ibv_create_srq(pd, &(struct ibv_srq_init_attr){ .attr = {
+				.max_wr = (uint32_t)dev_attr(ctx)->max_srq_wr + 1, .max_sge = 1 } }), EINVAL);
 	CHECK_NULL_ERRNO(ibv_create_srq(pd, &(struct ibv_srq_init_attr){ .attr = { .max_wr = 4, .max_sge = 1,
 		.srq_limit = 5 } }), EINVAL);
 	srq = ibv_create_srq(pd, &sa);
@@ -534,7 +548,7 @@ static void test_qp_create(struct ibv_context *ctx, struct ibv_context *ctx2)
 	ia.qp_type = IBV_QPT_XRC_SEND;
 	CHECK_NULL_ERRNO(ibv_create_qp(pd, &ia), EOPNOTSUPP);
 	ia.qp_type = IBV_QPT_UD;
-	ia.cap.max_send_wr = 1 << 20;
+	ia.cap.max_send_wr = (uint32_t)dev_attr(pd->context)->max_qp_wr + 1;
 	CHECK_NULL_ERRNO(ibv_create_qp(pd, &ia), EINVAL);
 	ia.cap.max_send_wr = 5;
 	ia.cap.max_recv_sge = 1000;

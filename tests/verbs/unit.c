@@ -10,6 +10,8 @@
 #include "verbs/verbs.h"
 #include "vt.h"
 
+static struct uroce_device fake_dev;
+
 static struct uroce_context *fake_context(void)
 {
 	struct uroce_context *ctx = calloc(1, sizeof(*ctx));
@@ -20,6 +22,7 @@ static struct uroce_context *fake_context(void)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	uroce_list_init(&ctx->async_queue);
 	uroce_list_init(&ctx->qps);
+	ctx->dev = &fake_dev;   /* the objects' counts (verbs/limits.c) */
 	CHECK(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
 	ctx->vctx.context.async_fd = fds[0];
 	ctx->async_wfd = fds[1];
