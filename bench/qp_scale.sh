@@ -40,8 +40,9 @@ shift $((OPTIND - 1))
 [ -x "$BUILD/bin/qp_scale" ] || { echo "qp_scale.sh: $BUILD/bin/qp_scale missing: build first"; exit 2; }
 export UROCE_LINK=$LINK
 echo "# uroce qp_scale $(date -u '+%Y-%m-%d %H:%M UTC') $(git -C "$SRC" describe --always --dirty 2>/dev/null), link $LINK, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), RLIMIT_NOFILE $(ulimit -n)"
-printf "%-6s %-6s %3s %10s %10s %10s %10s | %8s %8s %8s | %9s\n" side n rep create_ms connect_ms traffic_ms destroy_ms \
-	create connect destroy "RSS/QP"
+hdr="%-6s %-6s %3s %10s %10s %10s %10s | %8s %8s %8s | %9s\n"
+# shellcheck disable=SC2059
+printf "$hdr" side n rep create_ms connect_ms traffic_ms destroy_ms create connect destroy "RSS/QP"
 rc=0
 port=18650
 for n in ${*:-1000 5000 10000}; do
