@@ -67,8 +67,10 @@ capture_stop() {
 
 # ucap_start FILE [ARGS...]: `uroce capture ARGS... -w FILE` (docs/daemon.md "Capturing":
 # both links, the shared-memory one included) in the background, under the command prefix
-# $CAP (e.g. "ip netns exec a"; "" unless set); returns once it says it captures, so a
-# program started after it is recorded from its first packet.
+# $CAP (e.g. "ip netns exec a"; "" unless set); returns once it says it captures.
+# The capture asks uroced for new processes' rings every 100 ms: a process that exits
+# before its ring was handed over is not in the capture, and a packet whose sender's ring
+# comes later than its receiver's copy is written twice (see hello_rdma.sh).
 ucap_start() {
 	_ucap=$1
 	shift
@@ -98,7 +100,8 @@ ucap_opcodes() {
 		-T fields -e infiniband.bth.opcode 2>/dev/null | tr '\n' ' '
 }
 
-# total NAME: the device's total of `uroce stat`'s counter NAME (every client has gone).
+# total NAME: the device's total of `uroce stat`'s counter NAME (every client has gone), as
+# seen under the command prefix $CAP.
 total() {
-	"$UROCE" stat 2>/dev/null | awk -v n="$1" '/ total / { for (i = 1; i < NF; i++) if ($i == n) s += $(i + 1) } END { print s + 0 }'
+	${CAP:-} "$UROCE" stat 2>/dev/null | awk -v n="$1" '/ total / { for (i = 1; i < NF; i++) if ($i == n) s += $(i + 1) } END { print s + 0 }'
 }
