@@ -52,6 +52,8 @@ ${C:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 "${SADDR:-127.0.0.1}" >"$tm
 cpid=$!
 wait_for 20 grep -q "created RC QP" "$tmp/cli" || fail "the client never created its QP"
 sleep 0.5
+# (held: the client has not got the server's QP details yet, so it has sent nothing)
+grep -q "peer QP" "$tmp/cli" && fail "the client went on while the server was stopped"
 signal_tree CONT $spid
 wait $cpid || fail "the client exited $?"
 wait $spid || fail "the server exited $?"
