@@ -1,15 +1,17 @@
 #!/bin/sh
 # hello_rdma.sh UROCE HELLO_RDMA MODE — docs/tutorial/01-end-to-end.md, checked.  Run by nsrun.sh
 # (a uroced of its own, a private lo).
-#   shm  the default same-host path: the output the chapter shows;
-#   udp  UROCE_LINK=udp UROCE_NETIO_GSO=0 under dumpcap: the same output, and the capture must
-#        hold exactly the chapter's four packets (SEND ONLY, ACK, RDMA WRITE ONLY, ACK) between
-#        the two QPs the programs printed, the WRITE carrying the server's rkey, as
-#        `uroce decode` and tshark both read them, every ICRC good;
+# The pair runs under `uroce capture`; MODE:
+#   shm  the default same-host path (the shared-memory link): the output the chapter shows,
+#        and the capture must hold exactly the chapter's four packets (SEND ONLY, ACK, RDMA
+#        WRITE ONLY, ACK) between the two QPs the programs printed, the WRITE carrying the
+#        server's rkey, as `uroce decode` and tshark both read them, every ICRC good
+#        (check_pcap.py), as many as shm_tx_packets counted and none over UDP;
+#   udp  UROCE_LINK=udp: the same, counted by tx_packets;
 #   veth two "hosts": the server in network namespace a (192.0.2.1), the client in b
 #        (192.0.2.2), joined by a veth pair, each with its own uroced and a device uroce1
-#        on its end (tests/daemon/lib.sh netns_veth_setup); the same checks as udp, the
-#        capture taken on a's end of the veth.
+#        on its end (tests/daemon/lib.sh netns_veth_setup); the same checks, the capture
+#        taken in a (`uroce capture -d uroce1`: what a sent and received, 2 + 2 packets).
 set -u
 UROCE=$1
 PROG=$2
@@ -22,19 +24,42 @@ trap 'rm -rf "$tmp"' EXIT
 SA=127.0.0.1 CA=127.0.0.1
 set --
 case $MODE in
-shm) ;;
-udp) export UROCE_LINK=udp UROCE_NETIO_GSO=0
-     capture_start "$tmp/hello.pcap" ;;
-veth) export UROCE_NETIO_GSO=0
-      netns_veth_setup || finish
+shm) ucap_start "$tmp/hello.pcap" ;;
+udp) export UROCE_LINK=udp
+     ucap_start "$tmp/hello.pcap" ;;
+veth) netns_veth_setup || finish
       S=$NS_A C=$NS_B SADDR=$ADDR_A SA=$ADDR_A CA=$ADDR_B
-      PROBE_NS=$NS_B PROBE_ADDR=$ADDR_A
       set -- -d uroce1
-      capture_start "$tmp/hello.pcap" va "$NS_A" ;;
+      CAP=$NS_A ucap_start "$tmp/hello.pcap" -d uroce1 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
-tut_pair 18600 "$PROG" "$@"
-[ "$MODE" != shm ] && capture_stop
+# Both processes' capture rings are handed over before the first packet: the capture asks
+# uroced for new rings only every 100 ms, and a SEND whose sender's ring came later than the
+# receiver's copy of it would be written twice.  So the server is stopped once it listens,
+# the client started (it creates its QP, connects and waits for the server's reply), and
+# the server let go on only after 0.5 s, 5 rounds of the capture's asking.
+${S:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 >"$tmp/srv" 2>&1 &
+spid=$!
+listening() { ${S:-} ss -ltnH "sport = :18600" | grep -q LISTEN; }
+wait_for 20 listening || fail "the server never listened on 18600"
+# signal_tree SIG PID: PID and its descendants (timeout, uroce run, hello_rdma).
+signal_tree() {
+	for _c in $(ps -o pid= --ppid "$2"); do signal_tree "$1" "$_c"; done
+	kill -"$1" "$2" 2>/dev/null
+}
+signal_tree STOP $spid
+${C:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 "${SADDR:-127.0.0.1}" >"$tmp/cli" 2>&1 &
+cpid=$!
+wait_for 20 grep -q "created RC QP" "$tmp/cli" || fail "the client never created its QP"
+sleep 0.5
+# (held: the client has not got the server's QP details yet, so it has sent nothing)
+grep -q "peer QP" "$tmp/cli" && fail "the client went on while the server was stopped"
+signal_tree CONT $spid
+wait $cpid || fail "the client exited $?"
+wait $spid || fail "the server exited $?"
+echo "-- server"; cat "$tmp/srv"
+echo "-- client"; cat "$tmp/cli"
+ucap_stop
 
 expect_line "$tmp/srv" 'server: received a SEND of 21 bytes: "hello over RDMA SEND"'
 expect_line "$tmp/srv" "server: the client's RDMA WRITE put \"written by RDMA WRITE\" in my buffer"
@@ -49,7 +74,17 @@ expect_line "$tmp/cli" "client: opened device $dev"
 expect_match "$tmp/srv" "^server: peer QP 0x[0-9a-f]{6} at GID ::ffff:$CA, first PSN 0x100000\$"
 expect_match "$tmp/cli" "^client: peer QP 0x[0-9a-f]{6} at GID ::ffff:$SA, first PSN 0x200000\$"
 
-if [ "$MODE" != shm ]; then
+expect_eq "packets captured" "$ucap_n" 4
+expect_match "$tmp/hello.pcap.chk" '^packets 4 icrc_ok 4 icrc_bad 0 '
+case $MODE in
+shm) expect_eq "shm_tx_packets" "$(total shm_tx_packets)" 4
+     expect_eq "tx_packets (UDP)" "$(total tx_packets)" 0 ;;
+udp) expect_eq "tx_packets" "$(total tx_packets)" 4
+     expect_eq "shm_tx_packets" "$(total shm_tx_packets)" 0 ;;
+veth) expect_eq "a's tx_packets" "$(CAP=$NS_A total tx_packets)" 2
+      expect_eq "a's rx_packets" "$(CAP=$NS_A total rx_packets)" 2 ;;
+esac
+{
 	sqp=$(sed -n 's/^server: created RC QP \(0x[0-9a-f]*\)$/\1/p' "$tmp/srv")
 	cqp=$(sed -n 's/^client: created RC QP \(0x[0-9a-f]*\)$/\1/p' "$tmp/cli")
 	srkey=$(sed -n 's/^server: registered 4096 bytes: lkey 0x[0-9a-f]* rkey 0x\([0-9a-f]*\)$/\1/p' "$tmp/srv")
@@ -62,8 +97,6 @@ if [ "$MODE" != shm ]; then
 	grep -q "RC_RDMA_WRITE_ONLY .* rkey 0x0*$srkey dlen 22 payload 22 icrc ok" "$tmp/decode" ||
 		fail "the WRITE does not carry the server's rkey 0x$srkey and 22 bytes"
 	expect_match "$tmp/decode" '4 RoCEv2 packets \(ICRC ok 4, bad 0; malformed 0\)'
-	ops=$(env -u LD_PRELOAD tshark -r "$tmp/hello.pcap" -d udp.port==4791,infiniband \
-		-Y infiniband.bth -T fields -e infiniband.bth.opcode 2>/dev/null | tr '\n' ' ')
-	expect_eq "tshark's BTH opcodes" "$ops" "4 17 10 17 "
-fi
+	expect_eq "tshark's BTH opcodes" "$(ucap_opcodes "$tmp/hello.pcap")" "4 17 10 17 "
+}
 finish

@@ -64,3 +64,44 @@ capture_stop() {
 	kill -INT $_dpid
 	wait $_dpid
 }
+
+# ucap_start FILE [ARGS...]: `uroce capture ARGS... -w FILE` (docs/daemon.md "Capturing":
+# both links, the shared-memory one included) in the background, under the command prefix
+# $CAP (e.g. "ip netns exec a"; "" unless set); returns once it says it captures.
+# The capture asks uroced for new processes' rings every 100 ms: a process that exits
+# before its ring was handed over is not in the capture, and a packet whose sender's ring
+# comes later than its receiver's copy is written twice (see hello_rdma.sh).
+ucap_start() {
+	_ucap=$1
+	shift
+	${CAP:-} "$UROCE" daemon start >/dev/null 2>&1 || fail "uroce daemon start"
+	${CAP:-} "$UROCE" capture "$@" -w "$_ucap" 2>"$_ucap.err" &
+	_ucpid=$!
+	wait_for 10 grep -q "capturing on" "$_ucap.err" || fail "uroce capture did not start: $(cat "$_ucap.err")"
+}
+
+# ucap_stop: stop the capture (SIGINT: it reads the rings once more and writes what is
+# pending), check that it missed nothing, and verify every frame's ICRC independently of
+# uroce (tests/capture/check_pcap.py, scapy).  Sets $ucap_n to the frames captured.
+ucap_stop() {
+	kill -INT "$_ucpid"
+	wait "$_ucpid" || fail "uroce capture exited with $?"
+	cat "$_ucap.err"
+	grep -q " 0 missed" "$_ucap.err" || fail "the capture missed packets"
+	/usr/bin/python3 "$(dirname "$0")/../capture/check_pcap.py" "$_ucap" >"$_ucap.chk" 2>&1 ||
+		fail "ICRC check: $(cat "$_ucap.chk")"
+	cat "$_ucap.chk"
+	ucap_n=$(sed -n 's/.* \([0-9]*\) packets captured.*/\1/p' "$_ucap.err")
+}
+
+# ucap_opcodes FILE: the BTH opcode numbers of FILE's frames, as tshark reads them, on one line.
+ucap_opcodes() {
+	env -u LD_PRELOAD tshark -r "$1" -d udp.port==4791,infiniband -Y infiniband.bth \
+		-T fields -e infiniband.bth.opcode 2>/dev/null | tr '\n' ' '
+}
+
+# total NAME: the device's total of `uroce stat`'s counter NAME (every client has gone), as
+# seen under the command prefix $CAP.
+total() {
+	${CAP:-} "$UROCE" stat 2>/dev/null | awk -v n="$1" '/ total / { for (i = 1; i < NF; i++) if ($i == n) s += $(i + 1) } END { print s + 0 }'
+}

@@ -6,8 +6,13 @@
 #   faults  UROCE_FAULT=drop=0.05,seed=8 on the shared-memory link: RC still 100 of 100 in
 #           order and intact, UC and UD fewer (each intact); retransmissions, sequence NAKs
 #           sent and received, UC messages lost, the link's fault drops, all counted;
-#   udp     the same over UDP under dumpcap: the capture holds RNR NAKs, PSN sequence NAKs,
-#           and RC packets sent more than once (the same PSN to the same QP).
+#   udp     the same over UDP (UROCE_LINK=udp).
+# Every run is under `uroce capture`: every ICRC verifies (check_pcap.py), the frames are
+# as many as the link's sent-packet counter says (a packet the fault injection drops is
+# neither sent nor captured), the RNR NAKs and PSN sequence NAKs in the capture are as many
+# as the requesters received (rnr_naks_rx, seq_naks_rx), and RC requests appear more than
+# once (the same opcode and PSN to the same QP): as often as `retransmissions` says without
+# faults, at most that often with them (a resent copy may be dropped too).
 set -u
 UROCE=$1
 PROG=$2
@@ -16,15 +21,17 @@ MODE=$3
 . "$(dirname "$0")/lib_tut.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+sent=shm_tx_packets
 case $MODE in
 clean) ;;
 faults) export UROCE_FAULT=drop=0.05,seed=8 ;;
-udp) export UROCE_FAULT=drop=0.05,seed=8 UROCE_LINK=udp UROCE_NETIO_GSO=0
-     capture_start "$tmp/loss.pcap" ;;
+udp) export UROCE_FAULT=drop=0.05,seed=8 UROCE_LINK=udp
+     sent=tx_packets ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
+ucap_start "$tmp/loss.pcap"
 timeout 120 "$UROCE" run "$PROG" >"$tmp/out" 2>&1 || fail "loss exited $?"
-[ "$MODE" = udp ] && capture_stop
+ucap_stop
 cat "$tmp/out"
 expect_line "$tmp/out" "   rnr_retry 7: after 50 ms the SEND has not completed (being retried); posting the receive now"
 expect_line "$tmp/out" "   rnr_retry 7: the SEND completed: success"
@@ -61,14 +68,25 @@ clean)
 		gt "fault drops" "$(c fault_drop)" 0
 	fi ;;
 esac
-if [ "$MODE" = udp ]; then
-	"$UROCE" decode "$tmp/loss.pcap" >"$tmp/decode" || fail "uroce decode"
-	echo "-- uroce decode: NAKs and the first retransmissions"
-	grep -E 'NAK' "$tmp/decode" | head -5
-	gt "RNR NAKs in the capture" "$(grep -c 'AETH RNR_NAK ' "$tmp/decode")" 1
-	gt "sequence NAKs in the capture" "$(grep -c 'AETH NAK PSN_SEQ_ERR ' "$tmp/decode")" 0
-	# RC requests sent more than once: the same (destination QP, PSN, opcode) seen twice
-	dups=$(awk '$6 ~ /^RC_(SEND|RDMA)/ { print $8, $10, $6 }' "$tmp/decode" | sort | uniq -d | wc -l)
-	gt "RC requests seen more than once" "$dups" 0
+"$UROCE" decode "$tmp/loss.pcap" >"$tmp/decode" || fail "uroce decode"
+echo "-- uroce decode: the first NAKs"
+grep -E 'NAK' "$tmp/decode" | head -5
+tail -1 "$tmp/decode"
+rnr=$(grep -c 'AETH RNR_NAK ' "$tmp/decode")
+seq=$(grep -c 'AETH NAK PSN_SEQ_ERR ' "$tmp/decode")
+# RC requests sent more than once: the copies beyond the first of each (dest QP, PSN, opcode)
+again=$(awk '$6 ~ /^RC_(SEND|RDMA)/ { print $8, $10, $6 }' "$tmp/decode" | sort | uniq -c |
+	awk '$1 > 1 { n += $1 - 1 } END { print n + 0 }')
+echo "capture: $ucap_n frames, RNR NAKs $rnr, sequence NAKs $seq, RC requests again $again"
+expect_eq "frames against $sent" "$ucap_n" "$(c $sent)"
+expect_eq "RNR NAKs in the capture against rnr_naks_rx" "$rnr" "$(c rnr_naks_rx)"
+expect_eq "sequence NAKs in the capture against seq_naks_rx" "$seq" "$(c seq_naks_rx)"
+gt "RC requests seen more than once" "$again" 0
+if [ "$MODE" = clean ]; then
+	expect_eq "RNR NAKs in the capture against rnr_naks_tx" "$rnr" "$(c rnr_naks_tx)"
+	expect_eq "RC requests again against retransmissions" "$again" "$(c retransmissions)"
+else
+	gt "sequence NAKs in the capture" "$seq" 0
+	lt "RC requests again (at most retransmissions + 1)" "$again" $(( $(c retransmissions) + 1 ))
 fi
 finish

@@ -1,9 +1,12 @@
 #!/bin/sh
 # mr_keys.sh UROCE MR_KEYS MODE — docs/tutorial/02-memory-keys.md, checked.  Run by nsrun.sh.
-#   shm  the default path: the program's own verdict (exit 0) and the lines the chapter shows;
-#   udp  UROCE_LINK=udp UROCE_NETIO_GSO=0 under dumpcap: the same, and on the wire each WRITE
-#        answered as the chapter says (ACK, NAK REMOTE_ACCESS_ERR x4, ACK, NAK), and nothing
-#        at all for the SEND whose lkey is of another PD (caught before it leaves).
+# The program runs under `uroce capture`; MODE:
+#   shm  the default path (the shared-memory link): the program's own verdict (exit 0), the
+#        lines the chapter shows, and in the capture each WRITE answered as the chapter says
+#        (ACK, NAK REMOTE_ACCESS_ERR x4, ACK, NAK), nothing at all for the SEND whose lkey is
+#        of another PD (caught before it leaves): 14 frames, every ICRC verified
+#        (check_pcap.py), tshark's opcodes, as many as shm_tx_packets counted;
+#   udp  the same with UROCE_LINK=udp (counted by tx_packets).
 set -u
 UROCE=$1
 PROG=$2
@@ -13,13 +16,14 @@ MODE=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 case $MODE in
-shm) ;;
-udp) export UROCE_LINK=udp UROCE_NETIO_GSO=0
-     capture_start "$tmp/keys.pcap" ;;
+shm) sent=shm_tx_packets ;;
+udp) export UROCE_LINK=udp
+     sent=tx_packets ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
+ucap_start "$tmp/keys.pcap"
 timeout 60 "$UROCE" run "$PROG" >"$tmp/out" 2>&1 || fail "mr_keys exited $?"
-[ "$MODE" = udp ] && capture_stop
+ucap_stop
 cat "$tmp/out"
 
 count() { grep -cxF -- "$1" "$tmp/out"; }
@@ -35,14 +39,16 @@ expect_eq "access events on the target" \
 expect_line "$tmp/out" '  the 32 bytes inside the region are untouched'
 expect_line "$tmp/out" "every case ended as expected"
 
-if [ "$MODE" = udp ]; then
-	"$UROCE" decode "$tmp/keys.pcap" >"$tmp/decode" || fail "uroce decode"
-	cat "$tmp/decode"
-	got=$(awk '$6 ~ /^RC_/ { print $6 ($12 == "NAK" ? "/" $13 : "") }' "$tmp/decode" | tr '\n' ' ')
-	want="RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR"
-	want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR"
-	want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE"
-	want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR "
-	expect_eq "the packets" "$got" "$want"
-fi
+"$UROCE" decode "$tmp/keys.pcap" >"$tmp/decode" || fail "uroce decode"
+cat "$tmp/decode"
+got=$(awk '$6 ~ /^RC_/ { print $6 ($12 == "NAK" ? "/" $13 : "") }' "$tmp/decode" | tr '\n' ' ')
+want="RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR"
+want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR"
+want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE"
+want="$want RC_RDMA_WRITE_ONLY RC_ACKNOWLEDGE/REMOTE_ACCESS_ERR "
+expect_eq "the packets" "$got" "$want"
+expect_eq "packets captured" "$ucap_n" 14
+expect_match "$tmp/keys.pcap.chk" '^packets 14 icrc_ok 14 icrc_bad 0 '
+expect_eq "packets sent ($sent)" "$(total $sent)" 14
+expect_eq "tshark's BTH opcodes" "$(ucap_opcodes "$tmp/keys.pcap")" "10 17 10 17 10 17 10 17 10 17 10 17 10 17 "
 finish

@@ -3,8 +3,11 @@
 #   shm  the program's verdict and the lines the chapter shows (QP numbers masked), then the
 #        three drops in the device's totals of `uroce stat show` (wrong Q_Key, longer than
 #        the MTU, no room for the GRH), one each;
-#   udp  the same over UDP under dumpcap: on the wire, the UD SEND ONLY packets with their
-#        DETH (the wrong Q_Key among them), none for the over-long send, and no ACK at all.
+#        and, the program having run under `uroce capture`, the UD SEND ONLY packets with
+#        their DETH (the wrong Q_Key among them), none for the over-long send, no ACK at
+#        all: 5 frames, every ICRC verified (check_pcap.py), tshark's opcode 100 each, as
+#        many as shm_tx_packets counted;
+#   udp  the same with UROCE_LINK=udp (counted by tx_packets).
 set -u
 UROCE=$1
 PROG=$2
@@ -14,13 +17,14 @@ MODE=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 case $MODE in
-shm) ;;
-udp) export UROCE_LINK=udp UROCE_NETIO_GSO=0
-     capture_start "$tmp/ud.pcap" ;;
+shm) sent=shm_tx_packets ;;
+udp) export UROCE_LINK=udp
+     sent=tx_packets ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
+ucap_start "$tmp/ud.pcap"
 timeout 60 "$UROCE" run "$PROG" >"$tmp/raw" 2>&1 || fail "ud_ah exited $?"
-[ "$MODE" = udp ] && capture_stop
+ucap_stop
 cat "$tmp/raw"
 sed -E 's/0x[0-9a-f]{6}(,| |$)/QPN\1/g' "$tmp/raw" >"$tmp/out"
 while IFS= read -r line; do
@@ -53,12 +57,21 @@ for c in drop_qkey drop_ud_too_long drop_ud_rx_len; do
 done
 expect_eq "uroce stat: drop_no_rwqe" "$(echo "$tot" | field drop_no_rwqe)" 0
 
-if [ "$MODE" = udp ]; then
-	"$UROCE" decode "$tmp/ud.pcap" >"$tmp/decode" || fail "uroce decode"
-	cat "$tmp/decode"
-	# every packet a UD SEND ONLY: A->B 100, B->A 16, A->B wrong Q_Key, A->B x2 100
-	expect_eq "UD packets" "$(grep -c ' UD_SEND_ONLY ' "$tmp/decode")" 5
-	expect_eq "other packets" "$(awk '$6 ~ /_/ && $6 != "UD_SEND_ONLY"' "$tmp/decode" | wc -l)" 0
-	expect_eq "packets with the wrong Q_Key" "$(grep -c 'qkey 0x11111112' "$tmp/decode")" 1
-fi
+"$UROCE" decode "$tmp/ud.pcap" >"$tmp/decode" || fail "uroce decode"
+cat "$tmp/decode"
+# every packet a UD SEND ONLY: A->B 100, B->A 16, A->B wrong Q_Key, A->B x2 100
+got=$(awk '$6 ~ /_/ { for (i = 7; i < NF; i++) { if ($i == "qkey") k = $(i + 1); if ($i == "payload") p = $(i + 1) }
+	print $6, k, p }' "$tmp/decode")
+want="UD_SEND_ONLY 0x11111111 100
+UD_SEND_ONLY 0x11111111 16
+UD_SEND_ONLY 0x11111112 100
+UD_SEND_ONLY 0x11111111 100
+UD_SEND_ONLY 0x11111111 100"
+expect_eq "the packets (opcode, Q_Key, payload)" "$got" "$want"
+expect_match "$tmp/decode" " UD_SEND_ONLY qp $qb psn 0x000000 DETH qkey 0x11111111 srcqp $qa payload 100 "
+expect_match "$tmp/decode" " UD_SEND_ONLY qp $qa psn 0x000000 DETH qkey 0x11111111 srcqp $qb payload 16 "
+expect_eq "packets captured" "$ucap_n" 5
+expect_match "$tmp/ud.pcap.chk" '^packets 5 icrc_ok 5 icrc_bad 0 '
+expect_eq "packets sent ($sent)" "$(total $sent)" 5
+expect_eq "tshark's BTH opcodes" "$(ucap_opcodes "$tmp/ud.pcap")" "100 100 100 100 100 "
 finish
