@@ -53,6 +53,56 @@ struct own_ring {
 
 static struct own_ring *own_rings;
 
+/* The ring of a process that went away while a capture had switched it on but not yet
+ * asked for it (a program shorter than the capture's 100 ms poll, as rping -C 5 is):
+ * kept, with what CAP_NEXT says of it, until that capture has had it or has ended, so
+ * that its packets are not lost with it. */
+struct orphan {
+	struct orphan *next;
+	struct uroced_cap_ring *r;
+	uint32_t dev_id, session;
+	int32_t pid;
+	uid_t uid;
+	uint64_t serial;
+	bool handed;                     /* sent: let go of at the next CAP_NEXT */
+};
+
+static struct orphan *orphans;
+
+static void orphan_free(struct orphan *o)
+{
+	munmap(o->r->hdr, UROCE_CAP_HDR_BYTES);
+	close(o->r->fd);
+	free(o->r);
+	free(o);
+}
+
+/* Drop the orphans for which @match holds. */
+static void orphans_drop(bool (*match)(const struct orphan *, uint32_t), uint32_t arg)
+{
+	for (struct orphan **p = &orphans; *p;) {
+		struct orphan *o = *p;
+
+		if (match(o, arg)) {
+			*p = o->next;
+			orphan_free(o);
+		} else {
+			p = &o->next;
+		}
+	}
+}
+
+static bool orphan_handed(const struct orphan *o, uint32_t unused)
+{
+	(void)unused;
+	return o->handed;
+}
+
+static bool orphan_of_session(const struct orphan *o, uint32_t session)
+{
+	return o->session == session;
+}
+
 static bool may_see(const struct uroce_client *capturer, const struct uroce_client *owner)
 {
 	return capturer->uid == 0 || capturer->uid == owner->uid;
@@ -227,6 +277,20 @@ int uroced_cap_next(struct uroced *d, struct uroce_client *c, struct uroce_dev *
 {
 	if (!c->cap_session || c->cap_dev_id != dev->id)
 		return -EINVAL;
+	/* The reply that carried a handed orphan's descriptor has gone out (the kernel
+	 * holds its copy): ours can go. */
+	orphans_drop(orphan_handed, 0);
+	for (struct orphan *o = orphans; o; o = o->next) {
+		if (o->session != c->cap_session || o->dev_id != dev->id)
+			continue;
+		o->handed = true;
+		resp->u.cap.session = c->cap_session;
+		resp->u.cap.pid = o->pid;
+		resp->u.cap.uid = o->uid;
+		resp->u.cap.serial = o->serial;
+		fd[0] = o->r->fd;
+		return 0;
+	}
 	for (size_t i = 0; i < d->nclients; i++) {
 		struct uroce_client *o = d->clients[i];
 
@@ -282,6 +346,36 @@ void uroced_cap_release(struct uroce_client_dev *cd)
 	cd->cap = NULL;
 }
 
+void uroced_cap_release_gone(struct uroced *d, struct uroce_client *c, struct uroce_client_dev *cd)
+{
+	struct uroced_cap_ring *r = cd->cap;
+	struct uroce_client *cap;
+	struct orphan *o;
+	uint32_t s;
+
+	if (!r)
+		return;
+	s = __atomic_load_n(&r->hdr->active, __ATOMIC_ACQUIRE);
+	cap = capture_of(d, cd->dev_id);
+	if (!s || !cap || cap->cap_session != s || r->handed == s || !(o = calloc(1, sizeof(*o)))) {
+		uroced_cap_release(cd);
+		return;
+	}
+	/* Its capture has not had it yet: keep it for that capture (gone, so it is read to
+	 * its end and let go of). */
+	__atomic_store_n(&r->hdr->active, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->hdr->gone, 1, __ATOMIC_RELEASE);
+	o->r = r;
+	o->dev_id = cd->dev_id;
+	o->session = s;
+	o->pid = c->pid;
+	o->uid = c->uid;
+	o->serial = c->serial;
+	o->next = orphans;
+	orphans = o;
+	cd->cap = NULL;
+}
+
 void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c)
 {
 	uint32_t s = c->cap_session;
@@ -289,6 +383,7 @@ void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c)
 	if (!s)
 		return;
 	c->cap_session = 0;
+	orphans_drop(orphan_of_session, s);
 	for (size_t i = 0; i < d->nclients; i++) {
 		struct uroce_client *o = d->clients[i];
 
@@ -306,6 +401,12 @@ void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c)
 
 void uroced_cap_fini(void)
 {
+	while (orphans) {
+		struct orphan *o = orphans;
+
+		orphans = o->next;
+		orphan_free(o);
+	}
 	while (own_rings) {
 		struct own_ring *r = own_rings;
 

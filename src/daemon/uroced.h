@@ -380,6 +380,9 @@ int uroced_cap_next(struct uroced *d, struct uroce_client *c, struct uroce_dev *
 		    struct uroce_ipc_resp *resp, int *fd);
 /* cd goes away: its ring says so and is let go of. */
 void uroced_cap_release(struct uroce_client_dev *cd);
+/* The same when c (the ring's producer) goes away, but a ring a running capture switched
+ * on and has not asked for yet is kept until that capture has had it (or ends). */
+void uroced_cap_release_gone(struct uroced *d, struct uroce_client *c, struct uroce_client_dev *cd);
 /* c's connection closed: the capture it ran stops writing everywhere. */
 void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c);
 /* One of the daemon's own QP1 packets on device @dev_id (@rec: its record, len set;

@@ -28,8 +28,9 @@
 #               daemon's QP1 packets (the IB CM's REQ, REP, RTU, DREQ, DREP) are in the
 #               capture, dissected as InfiniBand CM, in that order, every ICRC right, as
 #               many of each as `uroce stat show cm` counts (lo: sent, each side once;
-#               veth: what that side sent and received).  cm: a capture by nobody gets
-#               none of root's connection's MADs, and all of its own connection's.
+#               veth: what that side sent and received).  cm: rping's own packets are
+#               there too; a capture by nobody gets none of root's connection's MADs,
+#               and all of its own connection's.
 set -u
 UROCE=$1
 PROG=$2
@@ -394,6 +395,13 @@ cm)
 	sleep 0.3
 	stop_capture "$tmp/cm.pcap"
 	check_cm "$tmp/cm.pcap" "" sent
+	# And rping's own packets (its processes live shorter than the capture's poll for new
+	# rings: the daemon keeps a ring the capture switched on until the capture has it).
+	nd=$($TS -r "$tmp/cm.pcap" -Y 'infiniband.bth.destqp != 1' 2>/dev/null | wc -l)
+	sent=$(($(total tx_packets) + $(total shm_tx_packets)))
+	echo "rping's packets: $nd captured, $sent sent"
+	[ "$nd" -gt 0 ] || fail "none of rping's own packets captured"
+	expect_eq "rping's packets captured against tx_packets + shm_tx_packets" "$nd" "$sent"
 	# Who sees them: the MADs of a connection are its processes'.  A capture by nobody
 	# of root's rping: none of them (nor rping's own packets).
 	chmod 777 "$tmp"
