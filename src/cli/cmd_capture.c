@@ -70,7 +70,8 @@ struct rec {
 
 struct dedup_ent {
 	uint64_t key, ts;
-	uint32_t count;
+	int32_t count;                 /* > 0: sent copies not yet received; < 0: received
+					* copies written before their sent copy was read */
 };
 
 struct capture {
@@ -365,43 +366,40 @@ static int rec_cmp(const void *a, const void *b)
 }
 
 /* A sent packet is remembered; its received copy (a captured process of this host got it)
- * finds it and is left out.  Bounded: a full neighbourhood forgets, and the copy is then
- * written twice rather than a packet lost. */
-static void dedup_sent(struct capture *c, uint64_t key, uint64_t ts)
+ * finds it and is left out.  The other way round too: a ring handed over late (the
+ * sender's process ended before the capture asked for its ring; docs/daemon.md) brings
+ * sent copies whose received copies are written already, and those are left out instead,
+ * so that each packet is written once and in time order.  Bounded: a full neighbourhood
+ * forgets, and the copy is then written twice rather than a packet lost. */
+static bool dedup_near(uint64_t a, uint64_t b)
+{
+	return (a > b ? a - b : b - a) < DEDUP_AGE_NS;
+}
+
+/* One copy (@sign +1 sent, -1 received): true if it is the other copy of a packet seen
+ * already, which is then left out. */
+static bool dedup_copy(struct capture *c, uint64_t key, uint64_t ts, int sign)
 {
 	size_t mask = (1u << DEDUP_BITS) - 1, free_at = SIZE_MAX;
 
 	for (size_t k = 0; k < DEDUP_PROBES; k++) {
 		struct dedup_ent *e = &c->dedup[(key + k) & mask];
 
-		if (e->count && e->key == key && ts - e->ts < DEDUP_AGE_NS) {
-			e->count++;
-			e->ts = ts;
-			return;
+		if (e->count && e->key == key && dedup_near(ts, e->ts)) {
+			bool other = (e->count > 0) != (sign > 0);
+
+			e->count += sign;
+			if (!other)
+				e->ts = ts;
+			return other;
 		}
-		if (free_at == SIZE_MAX && (!e->count || ts - e->ts >= DEDUP_AGE_NS))
+		if (free_at == SIZE_MAX && (!e->count || !dedup_near(ts, e->ts)))
 			free_at = (key + k) & mask;
 	}
 	if (free_at != SIZE_MAX)
-		c->dedup[free_at] = (struct dedup_ent){ key, ts, 1 };
-}
-
-static bool dedup_received(struct capture *c, uint64_t key, uint64_t ts)
-{
-	size_t mask = (1u << DEDUP_BITS) - 1;
-
-	for (size_t k = 0; k < DEDUP_PROBES; k++) {
-		struct dedup_ent *e = &c->dedup[(key + k) & mask];
-
-		if (e->count && e->key == key && ts - e->ts < DEDUP_AGE_NS) {
-			e->count--;
-			return true;
-		}
-	}
+		c->dedup[free_at] = (struct dedup_ent){ key, ts, sign };
 	return false;
 }
-
-
 
 static int write_rec(struct capture *c, const struct rec *e)
 {
@@ -431,13 +429,8 @@ static int flush_pending(struct capture *c, uint64_t upto)
 		struct rec *e = &c->pend[n];
 		bool keep;
 
-		if (e->dir == UROCE_CAP_TX) {
-			dedup_sent(c, e->key, e->ts);
-			keep = true;
-		} else {
-			keep = !dedup_received(c, e->key, e->ts);
-			c->dups += !keep;
-		}
+		keep = !dedup_copy(c, e->key, e->ts, e->dir == UROCE_CAP_TX ? 1 : -1);
+		c->dups += !keep;
 		if (keep && c->qpn != UINT32_MAX && e->dqpn != c->qpn && e->sqpn != c->qpn)
 			keep = false;
 		if (keep && !err && (!c->limit || c->written < c->limit))

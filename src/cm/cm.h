@@ -194,6 +194,8 @@ struct uroce_cm_tx {
 	uint8_t sgid[16], dgid[16];      /* IPv4 as ::ffff:a.b.c.d */
 	uint8_t traffic_class;
 	uint8_t hop_limit;               /* 0: the route's default */
+	int64_t uid;                     /* the uid owning the connection it belongs to, or -1
+					  * (a REJ or DREP for no id): who may capture it */
 	uint8_t mad[UROCE_MAD_SIZE];
 };
 
@@ -300,6 +302,13 @@ void uroce_cm_recv(struct uroce_cm *cm, uint64_t now, const struct uroce_cm_rx *
 void uroce_cm_recv_packet(struct uroce_cm *cm, uint64_t now, uint32_t dev_id,
 			  const uint8_t *pkt, size_t len, const uint8_t src[16],
 			  const uint8_t dst[16], uint16_t sport);
+
+/* The uid owning the connection a received QP1 packet (the UDP payload, as given to
+ * uroce_cm_recv_packet, from @src) belongs to, or -1 (no connection, not a CM MAD):
+ * who may see it in `uroce capture`.  Asked before the packet is processed (a REJ or
+ * DREP may end its connection) and, for a REQ, after (processing creates it). */
+int64_t uroce_cm_packet_uid(const struct uroce_cm *cm, const uint8_t *pkt, size_t len,
+			    const uint8_t src[16]);
 
 /* The UDP payload for tx: BTH (UD SEND Only, P_Key 0xFFFF, DestQP 1, AckReq, @psn)
  * + DETH (Q_Key 0x80010000, SrcQP 1) + the MAD + ICRC for UDP source port @sport and

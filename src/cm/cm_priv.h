@@ -166,6 +166,7 @@ struct cm_held {
  * id: a destroyed id's connection stays in timewait until the timer expires. */
 struct cm_conn {
 	struct cm_list all;              /* cm->conns */
+	int64_t uid;                     /* its rdma_cm id's owner (kept through timewait), -1 */
 	struct cm_hnode by_local;        /* cm->local_ids, key local_id */
 	struct cm_hnode by_remote;       /* cm->remote_ids, key (remote_id, remote_guid) */
 	struct cm_hnode by_qpn;          /* cm->remote_qpns, key (remote_qpn, remote_guid) */

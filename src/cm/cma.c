@@ -1307,6 +1307,7 @@ int cma_req(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm_msg *m
 	}
 	id->conn = c;
 	c->id = id;
+	c->uid = id->uid;
 	id->listener = l->handle;
 
 	memset(&ev, 0, sizeof(ev));
@@ -1492,6 +1493,7 @@ static int connect_id(struct uroce_cm *cm, struct cm_id *id, const struct uroce_
 		return -ENOMEM;
 	}
 	c->id = id;
+	c->uid = id->uid;
 	id->conn = c;
 	if (ud) {
 		struct ib_sidr_req_param q = {

@@ -22,6 +22,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm/cm_priv.h"
+#include "wire/wire.h"
 
 /* ---- the state machines --------------------------------------------------------------- */
 
@@ -320,6 +321,7 @@ struct cm_conn *ib_conn_new(struct uroce_cm *cm, uint32_t dev_id)
 		return NULL;
 	}
 	c->dev_id = dev_id;
+	c->uid = -1;
 	c->local_guid = be64toh(d->d.info.node_guid);
 	c->state = IB_IDLE;
 	cm_timer_init(&c->send_timer, CM_T_SEND, c);
@@ -363,7 +365,7 @@ static void maybe_free(struct uroce_cm *cm, struct cm_conn *c)
 
 static void tx_raw(struct uroce_cm *cm, uint32_t dev_id, const uint8_t sgid[16], const uint8_t dgid[16],
 		   uint8_t tclass, uint8_t hop, const uint8_t mad[UROCE_MAD_SIZE], uint16_t attr,
-		   uint16_t reason)
+		   uint16_t reason, int64_t uid)
 {
 	struct uroce_cm_tx tx;
 
@@ -373,6 +375,7 @@ static void tx_raw(struct uroce_cm *cm, uint32_t dev_id, const uint8_t sgid[16],
 	memcpy(tx.dgid, dgid, 16);
 	tx.traffic_class = tclass;
 	tx.hop_limit = hop;
+	tx.uid = uid;
 	memcpy(tx.mad, mad, UROCE_MAD_SIZE);
 	cm->stats.mad_sent[cm_attr_slot(attr)]++;
 	if (attr == UROCE_CM_ATTR_REJ && reason < 64)
@@ -402,17 +405,20 @@ static int tx_conn(struct uroce_cm *cm, struct cm_conn *c, const struct uroce_cm
 	if (r)
 		return r;
 	tx_raw(cm, c->dev_id, c->av.sgid, c->av.dgid, c->av.traffic_class, c->av.hop_limit, mad,
-	       m->hdr.attr_id, rej_reason_of(m));
+	       m->hdr.attr_id, rej_reason_of(m), c->uid);
 	return 0;
 }
 
-/* A message answering a received one: back to where it came from. */
-static void tx_response(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const struct uroce_cm_msg *m)
+/* A message answering a received one: back to where it came from (@uid: the owner of
+ * the connection it belongs to, -1 for none). */
+static void tx_response(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const struct uroce_cm_msg *m,
+			int64_t uid)
 {
 	uint8_t mad[UROCE_MAD_SIZE];
 
 	if (!encode(m, mad))
-		tx_raw(cm, rx->dev_id, rx->dgid, rx->sgid, 0, 0, mad, m->hdr.attr_id, rej_reason_of(m));
+		tx_raw(cm, rx->dev_id, rx->dgid, rx->sgid, 0, 0, mad, m->hdr.attr_id, rej_reason_of(m),
+		       uid);
 }
 
 /* Send m and keep it for retransmission (the MAD layer's retries, mad.c): the same
@@ -429,7 +435,7 @@ static int tx_retrans(struct uroce_cm *cm, struct cm_conn *c, const struct uroce
 	c->msg_timeout_ms = timeout_ms;
 	c->retries_left = c->max_cm_retries;
 	tx_raw(cm, c->dev_id, c->av.sgid, c->av.dgid, c->av.traffic_class, c->av.hop_limit, c->msg,
-	       c->msg_attr, 0);
+	       c->msg_attr, 0, c->uid);
 	return cm_timer_arm(&cm->timers, &c->send_timer, cm->now + timeout_ms);
 }
 
@@ -969,19 +975,19 @@ static void run(struct uroce_cm *cm, struct cm_conn *c, const struct ib_trans *t
 		cm_count_drop(cm, UROCE_CM_DROP_DUPLICATE);
 	if (t->act & A_RTU_AGAIN && rx) {
 		format_rtu(c, &m);
-		tx_response(cm, rx, &m);
+		tx_response(cm, rx, &m, c->uid);
 	}
 	if (t->act & A_MRA_AGAIN && rx) {
 		format_mra(c, c->state == IB_MRA_REQ_SENT ? UROCE_CM_MRA_MSG_REQ : UROCE_CM_MRA_MSG_REP, &m);
-		tx_response(cm, rx, &m);
+		tx_response(cm, rx, &m, c->uid);
 	}
 	if (t->act & A_DREP_AGAIN && rx) {
 		format_drep(c, &m);
-		tx_response(cm, rx, &m);
+		tx_response(cm, rx, &m, c->uid);
 	}
 	if (t->act & A_REJ_STALE && rx) {
 		format_rej(c, c->state, UROCE_CM_REJ_STALE_CONN, NULL, 0, NULL, 0, &m);
-		tx_response(cm, rx, &m);
+		tx_response(cm, rx, &m, c->uid);
 	}
 	if (t->act & A_CANCEL)
 		cancel_msg(cm, c);
@@ -1032,7 +1038,7 @@ static void issue_rej(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const s
 		m.u.rej.reject_info_length = ari_len;
 		memcpy(m.u.rej.ari, ari, ari_len);
 	}
-	tx_response(cm, rx, &m);
+	tx_response(cm, rx, &m, -1);
 }
 
 /* cm.c cm_issue_drep(): a DREQ for a connection we do not have still gets a DREP. */
@@ -1044,7 +1050,7 @@ static void issue_drep(struct uroce_cm *cm, const struct uroce_cm_rx *rx, const 
 	uroce_cm_hdr_init(&m.hdr, UROCE_CM_ATTR_DREP, in->hdr.tid);
 	m.u.drep.remote_comm_id = in->u.dreq.local_comm_id;
 	m.u.drep.local_comm_id = in->u.dreq.remote_comm_id;
-	tx_response(cm, rx, &m);
+	tx_response(cm, rx, &m, -1);
 }
 
 static int gid_index(const struct cm_devent *d, const uint8_t gid[16])
@@ -1275,7 +1281,7 @@ static void req_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce
 		memcpy(gid0, d->d.info.gids[0].gid, 16);
 		format_rej(c, IB_REQ_RCVD, UROCE_CM_REJ_INVALID_GID, gid0, 16, NULL, 0, &rej);
 		ib_conn_free(cm, c);
-		tx_response(cm, rx, &rej);
+		tx_response(cm, rx, &rej, -1);
 		return;
 	}
 	c->av.sgid_index = (uint32_t)idx;
@@ -1297,7 +1303,7 @@ static void req_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce
 		format_rej(c, IB_REQ_RCVD, uroce_cm_fail_info(UROCE_CM_FAIL_INVALID_MTU)->reason,
 			   &mtu, 1, NULL, 0, &rej);
 		ib_conn_free(cm, c);
-		tx_response(cm, rx, &rej);
+		tx_response(cm, rx, &rej, -1);
 		return;
 	}
 
@@ -1318,7 +1324,7 @@ static void req_match(struct uroce_cm *cm, struct cm_conn *c, const struct uroce
 		format_rej(c, c->state, uroce_cm_fail_info((enum uroce_cm_fail)r)->reason, NULL, 0,
 			   NULL, 0, &rej);
 		ib_conn_free(cm, c);
-		tx_response(cm, rx, &rej);
+		tx_response(cm, rx, &rej, -1);
 	}
 }
 
@@ -1478,6 +1484,60 @@ static bool gid_usable_source(const uint8_t g[16])
 	return true;
 }
 
+int64_t uroce_cm_packet_uid(const struct uroce_cm *cm, const uint8_t *pkt, size_t len,
+			    const uint8_t src[16])
+{
+	/* BTH + DETH, then the MAD (qp1.c has checked the rest by the time it matters). */
+	const size_t at = UROCE_BTH_LEN + 8;
+	struct uroce_cm_msg *m;
+	struct cm_conn *c = NULL;
+	int64_t uid = -1;
+
+	if (len < at + UROCE_MAD_SIZE)
+		return -1;
+	m = malloc(sizeof(*m));
+	if (!m)
+		return -1;
+	if (uroce_cm_decode(pkt + at, UROCE_MAD_SIZE, m)) {
+		free(m);
+		return -1;
+	}
+	/* The look-ups uroce_cm_recv makes, by the IDs alone: the owner, not a match. */
+	switch (m->hdr.attr_id) {
+	case UROCE_CM_ATTR_REQ:
+		c = find_remote(cm, m->u.req.local_comm_id, m->u.req.local_ca_guid);
+		break;
+	case UROCE_CM_ATTR_REP:
+		c = find_local(cm, m->u.rep.remote_comm_id);
+		break;
+	case UROCE_CM_ATTR_RTU:
+		c = find_local(cm, m->u.rtu.remote_comm_id);
+		break;
+	case UROCE_CM_ATTR_REJ:
+		c = rejected_conn(cm, &m->u.rej);
+		break;
+	case UROCE_CM_ATTR_MRA:
+		c = find_local(cm, m->u.mra.remote_comm_id);
+		break;
+	case UROCE_CM_ATTR_DREQ:
+		c = find_local(cm, m->u.dreq.remote_comm_id);
+		break;
+	case UROCE_CM_ATTR_DREP:
+		c = find_local(cm, m->u.drep.remote_comm_id);
+		break;
+	case UROCE_CM_ATTR_SIDR_REQ:
+		c = find_sidr(cm, m->u.sidr_req.request_id, src);
+		break;
+	case UROCE_CM_ATTR_SIDR_REP:
+		c = find_local(cm, m->u.sidr_rep.request_id);
+		break;
+	}
+	if (c)
+		uid = c->uid;
+	free(m);
+	return uid;
+}
+
 void uroce_cm_recv(struct uroce_cm *cm, uint64_t now, const struct uroce_cm_rx *rx)
 {
 	struct uroce_cm_msg *m;
@@ -1599,7 +1659,7 @@ static void send_timeout(struct uroce_cm *cm, struct cm_conn *c)
 		cm->stats.retransmits++;
 		/* The same MAD, same TID (the BTH PSN is the sender's next). */
 		tx_raw(cm, c->dev_id, c->av.sgid, c->av.dgid, c->av.traffic_class, c->av.hop_limit,
-		       c->msg, c->msg_attr, 0);
+		       c->msg, c->msg_attr, 0, c->uid);
 		cm_timer_arm(&cm->timers, &c->send_timer, cm->now + c->msg_timeout_ms);
 		return;
 	}

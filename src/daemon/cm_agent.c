@@ -32,17 +32,55 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cm/cm.h"
 #include "cm/cm_priv.h"
 #include "daemon/cm.h"
 #include "daemon/uroced.h"
+#include "ipc/cap_proto.h"
 #include "net/frame.h"
+#include "wire/wire.h"
 
 #define QP1_SPORT 0xD872u   /* 0xC000 + hash_32(1, 14): rxe's QP1 source port [cap] */
 
 static int64_t now_ms(void) { return uroced_now_ms(); }
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- `uroce capture` of QP1 (capture.c, docs/daemon.md "Capturing") ------------------------ */
+
+/* A QP1 packet for the device's capture: what the IP and UDP headers said (IPv4: DF and
+ * Identification 0, as our sockets send and as uroce's and rxe's QP1 packets carry it). */
+static void cap_qp1(struct uroced *d, uint32_t dev_id, int64_t uid, bool rx, uint64_t ts,
+		    const uint8_t sgid[16], uint16_t sport, const uint8_t dgid[16], uint8_t tclass,
+		    uint8_t hop, const uint8_t *pkt, size_t len)
+{
+	struct uroce_cap_rec h;
+
+	memset(&h, 0, sizeof(h));
+	h.len = (uint32_t)len;
+	h.dir = rx ? UROCE_CAP_RX : UROCE_CAP_TX;
+	h.link = UROCE_CAP_UDP;
+	h.flags = UROCE_CAP_F_ICRC;
+	h.tclass = tclass;
+	h.ts_ns = ts;
+	memcpy(h.sgid, sgid, 16);
+	memcpy(h.dgid, dgid, 16);
+	h.sport = sport;
+	h.dport = UROCE_UDP_PORT;
+	h.hop_limit = hop;
+	h.state = UROCE_CAP_ST_VALID;
+	h.sqpn = rx ? UROCE_CAP_NO_QPN : UROCE_GSI_QPN;
+	uroced_cap_qp1(d, dev_id, uid, &h, pkt);
+}
 
 /* ---- route and address look-ups ---------------------------------------------------------- */
 
@@ -343,6 +381,7 @@ static void cm_send(void *ctx, const struct uroce_cm_tx *tx)
 	struct msghdr mh = { .msg_name = &to, .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = ctl.buf };
 	int len, tc = tx->traffic_class, hl = tx->hop_limit;
+	uint64_t ts;
 
 	if (fd < 0) {
 		g->tx_errors++;
@@ -378,12 +417,26 @@ static void cm_send(void *ctx, const struct uroce_cm_tx *tx)
 		if (hl)
 			add_cmsg(&mh, IPPROTO_IPV6, IPV6_HOPLIMIT, &hl, sizeof(hl));
 	}
+	ts = realtime_ns();
 	if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		/* Lost like any datagram: the retransmission timer covers it. */
 		g->tx_errors++;
 		if (uroced_verbose)
 			uroced_log("cm: send to QP1: %s\n", strerror(errno));
+		return;  /* not on the wire: not captured (as netio cancels its record) */
 	}
+	if (!hl) {
+		/* The socket's default, which is what the kernel used. */
+		socklen_t l = sizeof(hl);
+
+		if (v4 ? getsockopt(fd, IPPROTO_IP, IP_TTL, &hl, &l) :
+			 getsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, &l))
+			hl = 64;
+		if (hl <= 0 || hl > 255)
+			hl = 64;
+	}
+	cap_qp1(d, tx->dev_id, tx->uid, false, ts, tx->sgid, sport, tx->dgid, (uint8_t)tc,
+		(uint8_t)hl, pkt, (size_t)len);
 }
 
 /* ---- QP1 receive ---------------------------------------------------------------------------- */
@@ -397,18 +450,23 @@ void uroced_cm_rx(struct uroced *d, struct uroce_dev *dev)
 		uint8_t buf[2048];
 		struct sockaddr_in6 from;
 		union {
-			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + 64];
+			char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + 3 * CMSG_SPACE(sizeof(int)) + 64];
 			struct cmsghdr align;
 		} ctl;
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 		struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
 				     .msg_iovlen = 1, .msg_control = ctl.buf,
 				     .msg_controllen = sizeof(ctl.buf) };
-		uint8_t dst[16] = { 0 };
+		uint8_t dst[16] = { 0 }, tclass = 0, hop = 0;
 		ssize_t n = recvmsg(dev->rx_fd[0], &mh, MSG_DONTWAIT);
+		size_t len;
+		uint16_t sport;
+		int64_t uid;
+		uint64_t ts;
 
 		if (n < 0)
 			break;
+		ts = realtime_ns();
 		dev->stats.rx_default++;
 		if (!g)
 			continue;
@@ -419,10 +477,39 @@ void uroced_cm_rx(struct uroced *d, struct uroce_dev *dev)
 
 				memcpy(&pi, CMSG_DATA(c), sizeof(pi));
 				memcpy(dst, &pi.ipi6_addr, 16);
+			} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+				   c->cmsg_len >= CMSG_LEN(1)) {
+				tclass = *CMSG_DATA(c);
+			} else if (c->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+				   ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
+				    (c->cmsg_level == IPPROTO_IPV6 &&
+				     (c->cmsg_type == IPV6_TCLASS || c->cmsg_type == IPV6_HOPLIMIT)))) {
+				int v;
+
+				memcpy(&v, CMSG_DATA(c), sizeof(v));
+				if (c->cmsg_type == IPV6_TCLASS)
+					tclass = (uint8_t)v;
+				else
+					hop = (uint8_t)v;
 			}
-		uroce_cm_recv_packet(g->core, (uint64_t)now_ms(), dev->id, buf,
-				     (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf),
-				     from.sin6_addr.s6_addr, dst, ntohs(from.sin6_port));
+		len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf);
+		sport = ntohs(from.sin6_port);
+		/* Only what this socket is for is captured: QP1 packets (the rest is datagrams
+		 * for QPNs nobody owns, counted in rx_default). */
+		if (len >= UROCE_BTH_LEN && uroce_get_be24(buf + 5) == UROCE_GSI_QPN) {
+			/* The owner before the packet runs (a REJ or DREP may end its
+			 * connection), or after it (a REQ makes one). */
+			uid = uroce_cm_packet_uid(g->core, buf, len, from.sin6_addr.s6_addr);
+			uroce_cm_recv_packet(g->core, (uint64_t)now_ms(), dev->id, buf, len,
+					     from.sin6_addr.s6_addr, dst, sport);
+			if (uid < 0)
+				uid = uroce_cm_packet_uid(g->core, buf, len, from.sin6_addr.s6_addr);
+			cap_qp1(d, dev->id, uid, true, ts, from.sin6_addr.s6_addr, sport, dst, tclass,
+				hop, buf, len);
+		} else {
+			uroce_cm_recv_packet(g->core, (uint64_t)now_ms(), dev->id, buf, len,
+					     from.sin6_addr.s6_addr, dst, sport);
+		}
 	}
 	uroced_cm_after(d);
 }

@@ -395,6 +395,7 @@ int main(int argc, char **argv)
 	close(d.listen_fd);
 	uroced_close_all(&d);
 	uroced_cm_fini(&d);
+	uroced_cap_fini();
 	uroce_dev_free_all(&d.devs);
 	if (d.rtnl_fd >= 0)
 		close(d.rtnl_fd);

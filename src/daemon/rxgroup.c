@@ -99,6 +99,12 @@ int uroced_rx_ensure(struct uroced *d, struct uroce_dev *dev)
 		close(fd);
 		return err;
 	}
+	/* What the IP header said, for `uroce capture` of QP1 (best effort: the ICRC
+	 * masks both, cm_agent.c). */
+	(void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
 	dev->rx_fd[0] = fd;
 	dev->rx_owner[0] = NULL;
 	dev->rx_n = 1;

@@ -180,7 +180,7 @@ static void client_dev_release(struct uroced *d, struct uroce_client *c, struct 
 			uroced_cnt_retire(d, cd->dev_id, b, &cd->cnt[b]);
 		uroced_cnt_unmap(&cd->cnt[b]);
 	}
-	uroced_cap_release(cd);
+	uroced_cap_release_gone(d, c, cd);
 	free(cd->blocks);
 	*cd = c->devs[--c->ndevs];
 }

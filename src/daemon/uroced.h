@@ -380,8 +380,19 @@ int uroced_cap_next(struct uroced *d, struct uroce_client *c, struct uroce_dev *
 		    struct uroce_ipc_resp *resp, int *fd);
 /* cd goes away: its ring says so and is let go of. */
 void uroced_cap_release(struct uroce_client_dev *cd);
+/* The same when c (the ring's producer) goes away, but a ring a running capture switched
+ * on and has not asked for yet is kept until that capture has had it (or ends). */
+void uroced_cap_release_gone(struct uroced *d, struct uroce_client *c, struct uroce_client_dev *cd);
 /* c's connection closed: the capture it ran stops writing everywhere. */
 void uroced_cap_client_gone(struct uroced *d, struct uroce_client *c);
+/* One of the daemon's own QP1 packets on device @dev_id (@rec: its record, len set;
+ * @pkt: the UDP payload) for the capture of that device, if one runs that may see it:
+ * root's, or one of @uid (the owner of its connection; -1: none). */
+struct uroce_cap_rec;
+void uroced_cap_qp1(struct uroced *d, uint32_t dev_id, int64_t uid, const struct uroce_cap_rec *rec,
+		    const uint8_t *pkt);
+/* The daemon exits: its own rings go. */
+void uroced_cap_fini(void);
 
 /* ---- logging -------------------------------------------------------------- */
 

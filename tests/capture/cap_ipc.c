@@ -100,6 +100,17 @@ int main(void)
 		CHECK(theirs != MAP_FAILED && theirs->magic == UROCE_CAP_MAGIC, "the same memory");
 		close(got);
 	}
+	/* Then the daemon's own (its QP1 packets), on too. */
+	err = uroce_ipc_cap_next(cap, DEV, &info, &got);
+	CHECK(err == 0 && got >= 0 && info.pid != getpid() && info.session == session,
+	      "CAP_NEXT hands the daemon's ring over: %d (pid %d)", err, (int)info.pid);
+	if (err == 0 && got >= 0) {
+		theirs = mmap(NULL, UROCE_CAP_HDR_BYTES, PROT_READ, MAP_SHARED, got, 0);
+		CHECK(theirs != MAP_FAILED && theirs->magic == UROCE_CAP_MAGIC &&
+		      theirs->pid == info.pid && theirs->active == session,
+		      "the daemon's ring is a ring, switched on");
+		close(got);
+	}
 	CHECK(uroce_ipc_cap_next(cap, DEV, &info, &got) == -ENOENT, "each ring once");
 
 	/* The capture ends: the ring is switched off; a new capture may start. */
@@ -115,6 +126,22 @@ int main(void)
 	uroce_ipc_close(prod);
 	CHECK(wait_word(&theirs->gone, 1), "a gone producer's ring does not say so");
 	CHECK(theirs->active == 0, "a gone producer's ring stays on");
+	/* ... but the capture that switched it on and has not asked for it yet still gets
+	 * it (a program shorter than the capture's poll), once. */
+	err = uroce_ipc_cap_next(other, DEV, &info, &got);
+	CHECK(err == 0 && got >= 0 && info.pid == getpid() && info.session == s2,
+	      "a gone producer's unread ring is handed over: %d", err);
+	if (err == 0 && got >= 0) {
+		struct uroce_cap_hdr *g = mmap(NULL, UROCE_CAP_HDR_BYTES, PROT_READ, MAP_SHARED, got, 0);
+
+		CHECK(g != MAP_FAILED && g->gone == 1 && g->pid == getpid(), "it is the gone ring");
+		close(got);
+	}
+	err = uroce_ipc_cap_next(other, DEV, &info, &got);
+	CHECK(err == 0 && info.pid != getpid(), "then the daemon's: %d", err);
+	if (err == 0 && got >= 0)
+		close(got);
+	CHECK(uroce_ipc_cap_next(other, DEV, &info, &got) == -ENOENT, "the gone ring once");
 	uroce_ipc_close(other);
 	return check_summary();
 }

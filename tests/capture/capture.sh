@@ -24,6 +24,13 @@
 #               that QP.
 #   uid         a capture by another user (nobody) of root's run gets nothing; the same
 #               user's run (as nobody) it gets.
+#   cm | cm_veth  rping (rdma_cm) on 127.0.0.1 / across veth (a daemon per side): the
+#               daemon's QP1 packets (the IB CM's REQ, REP, RTU, DREQ, DREP) are in the
+#               capture, dissected as InfiniBand CM, in that order, every ICRC right, as
+#               many of each as `uroce stat show cm` counts (lo: sent, each side once;
+#               veth: what that side sent and received).  cm: rping's own packets are
+#               there too; a capture by nobody gets none of root's connection's MADs,
+#               and all of its own connection's.
 set -u
 UROCE=$1
 PROG=$2
@@ -132,6 +139,65 @@ PY
 	"$UROCE" decode "$tmp/bad.pcap" | tail -1 | grep -q "bad 1;" ||
 		fail "negative control: uroce decode does not see the corrupted packet"
 	echo "negative control: the corrupted copy fails: $(cat "$tmp/bad.out")"
+}
+
+# cm_seq FILE: the CM MADs (management class 7) in FILE, by name, one a line.
+cm_seq() {
+	$TS -r "$1" -Y 'infiniband.mad.mgmtclass == 0x07' -T fields -e infiniband.mad.attributeid 2>/dev/null |
+		awk 'BEGIN { split("REQ MRA REJ REP RTU DREQ DREP SIDR_REQ SIDR_REP", nm, " ") }
+		     { a = tolower($1); sub(/^0x0*/, "", a); k = index("0123456789", substr(a, 2, 1)) - 1
+		       if (length(a) == 2 && substr(a, 1, 1) == "1" && k >= 0 && k <= 8) print nm[k + 1]; else print "attr" $1 }'
+}
+# cm_stat PREFIX DIR MSG: `uroce stat show cm`'s count of MSG (DIR sent or rcvd).
+cm_stat() {
+	$1 "$UROCE" stat show cm 2>/dev/null | awk -v d="$2" -v m="$3" '$1 == "cm" && $2 == d {
+		for (i = 3; i < NF; i++) if ($i == m) print $(i + 1) }'
+}
+# check_cm FILE PREFIX DIRS: FILE holds the CM handshake and teardown of the run, in
+# order, each ICRC right, as many of each MAD as the counters of DIRS (sent / sent+rcvd)
+# of the daemon under PREFIX say.
+check_cm() {
+	_f=$1 _p=$2 _dirs=$3
+	/usr/bin/python3 "$CHECK" "$_f" >"$tmp/check.out" 2>&1 || fail "ICRC check: $(cat "$tmp/check.out")"
+	cat "$tmp/check.out"
+	cm_seq "$_f" >"$tmp/cm.seq"
+	echo "CM MADs in the capture: $(tr '\n' ' ' <"$tmp/cm.seq")"
+	bad=$($TS -r "$_f" -Y 'infiniband.mad.mgmtclass == 0x07 && (_ws.malformed || _ws.expert.severity >= warning)' 2>/dev/null | wc -l)
+	expect_eq "malformed CM frames" "$bad" 0
+	# (tshark names the fields of REQ and REP only.)
+	expect_eq "frames tshark dissects as a CM REQ" "$($TS -r "$_f" -Y infiniband.cm.req 2>/dev/null | wc -l)" "$(grep -c '^REQ$' "$tmp/cm.seq")"
+	expect_eq "frames tshark dissects as a CM REP" "$($TS -r "$_f" -Y infiniband.cm.rep 2>/dev/null | wc -l)" "$(grep -c '^REP$' "$tmp/cm.seq")"
+	# In order: the first of each after the first of the one before.
+	awk 'BEGIN { split("REQ REP RTU DREQ DREP", want, " ") }
+	     { if (!($1 in at)) at[$1] = NR }
+	     END { for (i = 1; i <= 5; i++) { if (!(want[i] in at)) { print "no " want[i]; exit 1 }
+			if (i > 1 && at[want[i]] < at[want[i - 1]]) { print want[i] " before " want[i - 1]; exit 1 } } }' \
+		"$tmp/cm.seq" || fail "the CM exchange is not REQ, REP, RTU, DREQ, DREP"
+	for m in REQ REP RTU DREQ DREP MRA REJ; do
+		want=0
+		for d in $_dirs; do
+			v=$(cm_stat "$_p" "$d" "$m")
+			[ -n "$v" ] || fail "no $d $m in uroce stat show cm"
+			want=$((want + v))
+		done
+		expect_eq "$m frames against uroce stat show cm ($_dirs)" "$(grep -c "^$m\$" "$tmp/cm.seq")" "$want"
+	done
+	# The daemon's packets carry QP1's addressing: UD SEND Only (100) to QP 1.
+	nq=$($TS -r "$_f" -Y 'infiniband.bth.destqp == 1 && infiniband.bth.opcode == 100 && infiniband.deth.srcqp == 1' 2>/dev/null | wc -l)
+	expect_eq "QP1 frames (UD SEND Only, DETH SrcQP 1) against CM MADs" "$nq" "$(wc -l <"$tmp/cm.seq")"
+}
+# cm_rping PREFIX_S PREFIX_C SADDR [RUN...]: one rping connection (-C 5), the server under
+# PREFIX_S, the client under PREFIX_C; RUN (default `$UROCE run`) runs each program.
+cm_rping() {
+	_s=$1 _c=$2 _a=$3
+	shift 3
+	[ $# -gt 0 ] || set -- "$UROCE" run
+	$_s timeout 60 "$@" rping -s -a "$_a" -v -C 5 >"$tmp/srv" 2>&1 &
+	_sp=$!
+	$_s "$CMWAIT" -n 1 -t 30 || { cat "$tmp/srv"; fail "rping's server never listened"; }
+	$_c timeout 60 "$@" rping -c -a "$_a" -v -C 5 >"$tmp/cli" 2>&1 || { cat "$tmp/cli"; fail "rping's client failed"; }
+	wait $_sp || { cat "$tmp/srv"; fail "rping's server failed"; }
+	grep -c ping "$tmp/cli" | sed 's/^/rping client: /; s/$/ pings/'
 }
 
 case $CASE in
@@ -318,6 +384,77 @@ qpn)
 	cat "$tmp/q.qps"
 	expect_eq "destination QPs in the -q capture" "$(awk '{ print $2 }' "$tmp/q.qps" | sort | tr '\n' ' ')" \
 		"$(printf '%s\n%s\n' "$qa" "$ca" | sort | tr '\n' ' ')"
+	;;
+cm)
+	# The daemon's own QP1 packets: rping on 127.0.0.1, one daemon sending and receiving
+	# every MAD (captured once: the received copy of a packet the capture has sent is
+	# left out, as for the engines' packets).
+	CMWAIT=$(dirname "$UROCE")/cm_wait
+	start_capture "$tmp/cm.pcap"
+	cm_rping "" "" 127.0.0.1
+	sleep 0.3
+	stop_capture "$tmp/cm.pcap"
+	check_cm "$tmp/cm.pcap" "" sent
+	# And rping's own packets (its processes live shorter than the capture's poll for new
+	# rings: the daemon keeps a ring the capture switched on until the capture has it).
+	nd=$($TS -r "$tmp/cm.pcap" -Y 'infiniband.bth.destqp != 1' 2>/dev/null | wc -l)
+	sent=$(($(total tx_packets) + $(total shm_tx_packets)))
+	echo "rping's packets: $nd captured, $sent sent"
+	[ "$nd" -gt 0 ] || fail "none of rping's own packets captured"
+	expect_eq "rping's packets captured against tx_packets + shm_tx_packets" "$nd" "$sent"
+	# Who sees them: the MADs of a connection are its processes'.  A capture by nobody
+	# of root's rping: none of them (nor rping's own packets).
+	chmod 777 "$tmp"
+	NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	start_capture "$tmp/nobody.pcap" $NOBODY
+	cm_rping "" "" 127.0.0.1
+	sleep 0.3
+	stop_capture "$tmp/nobody.pcap"
+	expect_eq "frames of root's rping nobody captured" "$($TS -r "$tmp/nobody.pcap" 2>/dev/null | wc -l)" 0
+	# nobody's own rping (nobody's rdma_cm ids): every MAD of it.  The counters are the
+	# daemon's totals, so they are taken as differences.
+	for m in REQ REP RTU DREQ DREP; do eval b_$m=$(cm_stat "" sent $m); done
+	start_capture "$tmp/own.pcap" $NOBODY
+	cm_rping "" "" 127.0.0.1 $NOBODY env LD_LIBRARY_PATH="$(dirname "$UROCE")/../lib"
+	sleep 0.3
+	stop_capture "$tmp/own.pcap"
+	cm_seq "$tmp/own.pcap" >"$tmp/own.seq"
+	echo "nobody's capture of its rping: $(tr '\n' ' ' <"$tmp/own.seq")"
+	for m in REQ REP RTU DREQ DREP; do
+		eval b=\$b_$m
+		expect_eq "$m frames nobody captured of its rping" "$(grep -c "^$m\$" "$tmp/own.seq")" $(($(cm_stat "" sent $m) - b))
+	done
+	/usr/bin/python3 "$CHECK" "$tmp/own.pcap" || fail "ICRC check of nobody's capture"
+	;;
+cm_veth)
+	# Two hosts, a daemon each: each capture holds what its daemon sent and received.
+	netns_veth_setup || exit 1
+	CMWAIT=$(dirname "$UROCE")/cm_wait
+	# Daemons that stay when idle: their counters are read after the checks.
+	$NS_A "$UROCE" daemon start >/dev/null 2>&1 || fail "daemon start in a"
+	$NS_B "$UROCE" daemon start >/dev/null 2>&1 || fail "daemon start in b"
+	for x in a b; do
+		eval pfx=\$NS_$(echo $x | tr ab AB)
+		$pfx "$UROCE" capture -d uroce1 -w "$tmp/$x.pcap" 2>"$tmp/$x.pcap.err" &
+		eval capx_$x=$!
+		wait_for 10 grep -q "capturing on" "$tmp/$x.pcap.err" || fail "$x: the capture did not start"
+	done
+	cm_rping "$NS_A" "$NS_B" "$ADDR_A"
+	sleep 0.3
+	for x in a b; do
+		eval pfx=\$NS_$(echo $x | tr ab AB)
+		eval kill -INT \$capx_$x
+		eval wait \$capx_$x || fail "$x: uroce capture exited with $?"
+		cat "$tmp/$x.pcap.err"
+		grep -q " 0 missed" "$tmp/$x.pcap.err" || fail "$x: the capture missed packets"
+		check_cm "$tmp/$x.pcap" "$pfx" "sent rcvd"
+	done
+	# Both sides saw the same MADs (each sent by one and received by the other).
+	for x in a b; do
+		$TS -r "$tmp/$x.pcap" -Y 'infiniband.mad.mgmtclass == 0x07' -T fields -e ip.src -e ip.dst \
+			-e infiniband.mad.attributeid -e infiniband.mad.transactionid -e infiniband.invariant.crc 2>/dev/null >"$tmp/$x.cm"
+	done
+	cmp -s "$tmp/a.cm" "$tmp/b.cm" || { diff "$tmp/a.cm" "$tmp/b.cm"; fail "the two sides' CM packets differ"; }
 	;;
 uid)
 	chmod 777 "$tmp"
