@@ -59,10 +59,31 @@ TS="tshark -d udp.port==4791,infiniband $H"
 
 # start_capture FILE [AS_USER_PREFIX...]: uroce capture -w FILE in the background ($cap_pid),
 # once it says it captures.
+# as_nobody: NOBODY (a command prefix) and NB_UROCE, NB_PROG, NB_LIB: this build's uroce,
+# shm_link, cm_wait and libraries copied where nobody can reach them.  A clone in /root
+# (0700, as in a fresh Debian root) is out of nobody's reach; copies, not a bind mount, so
+# that the rm -rf of $tmp can never reach into the build tree.
+as_nobody() {
+	NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	mkdir -p "$tmp/nb/bin" "$tmp/nb/lib"
+	cp "$UROCE" "$PROG" "$tmp/nb/bin/" || fail "copying the binaries for nobody"
+	[ ! -x "$(dirname "$UROCE")/cm_wait" ] || cp "$(dirname "$UROCE")/cm_wait" "$tmp/nb/bin/"
+	cp -P "$(dirname "$UROCE")/../lib/"lib*.so* "$tmp/nb/lib/" || fail "copying the libraries for nobody"
+	chmod -R a+rX "$tmp/nb"
+	chmod 777 "$tmp"
+	NB_UROCE=$tmp/nb/bin/$(basename "$UROCE")
+	NB_PROG=$tmp/nb/bin/$(basename "$PROG")
+	NB_LIB=$tmp/nb/lib
+	$NOBODY test -x "$NB_UROCE" || fail "nobody cannot run $NB_UROCE"
+}
+# start_capture FILE [PREFIX...]: `uroce capture -w FILE` in the background, under PREFIX
+# (nobody's prefix runs nobody's copy of uroce).
 start_capture() {
 	_f=$1
 	shift
-	"$@" "$UROCE" capture -w "$_f" 2>"$_f.err" &
+	_u=$UROCE
+	[ $# -eq 0 ] || _u=$NB_UROCE
+	"$@" "$_u" capture -w "$_f" 2>"$_f.err" &
 	cap_pid=$!
 	wait_for 10 grep -q "capturing on" "$_f.err" || fail "the capture did not start: $(cat "$_f.err")"
 }
@@ -404,8 +425,7 @@ cm)
 	expect_eq "rping's packets captured against tx_packets + shm_tx_packets" "$nd" "$sent"
 	# Who sees them: the MADs of a connection are its processes'.  A capture by nobody
 	# of root's rping: none of them (nor rping's own packets).
-	chmod 777 "$tmp"
-	NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	as_nobody
 	start_capture "$tmp/nobody.pcap" $NOBODY
 	cm_rping "" "" 127.0.0.1
 	sleep 0.3
@@ -415,7 +435,7 @@ cm)
 	# daemon's totals, so they are taken as differences.
 	for m in REQ REP RTU DREQ DREP; do eval b_$m=$(cm_stat "" sent $m); done
 	start_capture "$tmp/own.pcap" $NOBODY
-	cm_rping "" "" 127.0.0.1 $NOBODY env LD_LIBRARY_PATH="$(dirname "$UROCE")/../lib"
+	cm_rping "" "" 127.0.0.1 $NOBODY env LD_LIBRARY_PATH="$NB_LIB"
 	sleep 0.3
 	stop_capture "$tmp/own.pcap"
 	cm_seq "$tmp/own.pcap" >"$tmp/own.seq"
@@ -457,8 +477,7 @@ cm_veth)
 	cmp -s "$tmp/a.cm" "$tmp/b.cm" || { diff "$tmp/a.cm" "$tmp/b.cm"; fail "the two sides' CM packets differ"; }
 	;;
 uid)
-	chmod 777 "$tmp"
-	NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	as_nobody
 	start_capture "$tmp/nobody.pcap" $NOBODY
 	run_prog ops shm
 	sleep 0.2
@@ -466,8 +485,8 @@ uid)
 	expect_eq "packets of root's processes nobody captured" "$($TS -r "$tmp/nobody.pcap" 2>/dev/null | wc -l)" 0
 	# The positive side: nobody's own processes.
 	start_capture "$tmp/own.pcap" $NOBODY
-	$NOBODY env SHM_LINK_UROCE="$UROCE" LD_LIBRARY_PATH="$(dirname "$UROCE")/../lib" timeout 150 \
-		"$PROG" ops shm >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out"; fail "shm_link as nobody failed"; }
+	$NOBODY env SHM_LINK_UROCE="$NB_UROCE" LD_LIBRARY_PATH="$NB_LIB" timeout 150 \
+		"$NB_PROG" ops shm >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out"; fail "shm_link as nobody failed"; }
 	grep PASS "$tmp/run.out"
 	sleep 0.2
 	stop_capture "$tmp/own.pcap"
@@ -476,8 +495,8 @@ uid)
 	[ "$n" -gt 1000 ] || fail "nobody's capture of its own processes got $n packets"
 	# And root sees nobody's.
 	start_capture "$tmp/root.pcap"
-	$NOBODY env SHM_LINK_UROCE="$UROCE" LD_LIBRARY_PATH="$(dirname "$UROCE")/../lib" timeout 150 \
-		"$PROG" ops shm >"$tmp/run.out" 2>&1 || fail "shm_link as nobody failed"
+	$NOBODY env SHM_LINK_UROCE="$NB_UROCE" LD_LIBRARY_PATH="$NB_LIB" timeout 150 \
+		"$NB_PROG" ops shm >"$tmp/run.out" 2>&1 || fail "shm_link as nobody failed"
 	sleep 0.2
 	stop_capture "$tmp/root.pcap"
 	r=$($TS -r "$tmp/root.pcap" 2>/dev/null | wc -l)
