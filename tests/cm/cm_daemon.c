@@ -380,16 +380,18 @@ static void test_flow(void)
 	CHECK(st.connections == 2 && st.listeners == 1 && st.ids == 3, "gauges %u %u %u",
 	      st.connections, st.listeners, st.ids);
 	{
-		struct uroce_ipc *ipc;
-		struct uroce_dev_stats *ds;
-		unsigned n;
+		struct uroce_ipc *ipc = NULL;
+		struct uroce_dev_stats *ds = NULL;
+		unsigned n = 0;
 
 		CHECK(uroce_ipc_open(&ipc, 0) == 0 && uroce_ipc_dev_stats(ipc, &ds, &n) == 0 && n >= 1,
 		      "device stats");
-		CHECK(ds[0].rx_default >= 3, "QP1 datagrams at the daemon's socket: %llu",
-		      (unsigned long long)ds[0].rx_default);
+		if (ds && n >= 1)
+			CHECK(ds[0].rx_default >= 3, "QP1 datagrams at the daemon's socket: %llu",
+			      (unsigned long long)ds[0].rx_default);
 		free(ds);
-		uroce_ipc_close(ipc);
+		if (ipc)
+			uroce_ipc_close(ipc);
 	}
 
 	/* Teardown: DREQ / DREP, then timewait (2^(19-8) ms) on both sides. */
