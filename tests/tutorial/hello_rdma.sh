@@ -33,29 +33,15 @@ veth) netns_veth_setup || finish
       CAP=$NS_A ucap_start "$tmp/hello.pcap" -d uroce1 ;;
 *) echo "unknown mode $MODE"; exit 2 ;;
 esac
-# Both processes' capture rings are handed over before the first packet: the capture asks
-# uroced for new rings only every 100 ms, and a SEND whose sender's ring came later than the
-# receiver's copy of it would be written twice.  So the server is stopped once it listens,
-# the client started (it creates its QP, connects and waits for the server's reply), and
-# the server let go on only after 0.5 s, 5 rounds of the capture's asking.
+# The pair runs straight away, as a learner runs it: the capture must keep every packet
+# even though it asks uroced for new processes' rings only every 100 ms (a ring handed
+# late, or after its process ended, still gives all of its packets, each once).
 ${S:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 >"$tmp/srv" 2>&1 &
 spid=$!
 listening() { ${S:-} ss -ltnH "sport = :18600" | grep -q LISTEN; }
 wait_for 20 listening || fail "the server never listened on 18600"
-# signal_tree SIG PID: PID and its descendants (timeout, uroce run, hello_rdma).
-signal_tree() {
-	for _c in $(ps -o pid= --ppid "$2"); do signal_tree "$1" "$_c"; done
-	kill -"$1" "$2" 2>/dev/null
-}
-signal_tree STOP $spid
-${C:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 "${SADDR:-127.0.0.1}" >"$tmp/cli" 2>&1 &
-cpid=$!
-wait_for 20 grep -q "created RC QP" "$tmp/cli" || fail "the client never created its QP"
-sleep 0.5
-# (held: the client has not got the server's QP details yet, so it has sent nothing)
-grep -q "peer QP" "$tmp/cli" && fail "the client went on while the server was stopped"
-signal_tree CONT $spid
-wait $cpid || fail "the client exited $?"
+${C:-} timeout 60 "$UROCE" run "$PROG" "$@" -p 18600 "${SADDR:-127.0.0.1}" >"$tmp/cli" 2>&1 ||
+	fail "the client exited $?"
 wait $spid || fail "the server exited $?"
 echo "-- server"; cat "$tmp/srv"
 echo "-- client"; cat "$tmp/cli"

@@ -68,9 +68,9 @@ capture_stop() {
 # ucap_start FILE [ARGS...]: `uroce capture ARGS... -w FILE` (docs/daemon.md "Capturing":
 # both links, the shared-memory one included) in the background, under the command prefix
 # $CAP (e.g. "ip netns exec a"; "" unless set); returns once it says it captures.
-# The capture asks uroced for new processes' rings every 100 ms; a process that exits
-# before that still has its ring handed over (uroced keeps it) and a ring handed late does
-# not write a packet twice (capture_short.sh checks both).
+# The capture asks uroced for new processes' rings every 100 ms and once more when it
+# stops; a process that exits before that still has its ring handed over (uroced keeps it)
+# and a ring handed late does not write a packet twice (capture_short.sh checks both).
 ucap_start() {
 	_ucap=$1
 	shift
