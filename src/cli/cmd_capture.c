@@ -472,7 +472,7 @@ int uroce_cmd_capture(int argc, char **argv)
 	struct uroce_dev_info *devs = NULL;
 	struct uroce_ipc *ipc = NULL;
 	struct sigaction sa;
-	uint64_t next_ask = 0, missed = 0, ask_every = ASK_EVERY_NS;
+	uint64_t next_ask = 0, missed = 0, ask_every = ASK_EVERY_NS, asked = 0;
 	const char *ask_env = getenv("UROCE_CAPTURE_ASK_MS");
 	uint32_t session = 0;
 	unsigned ndevs = 0;
@@ -601,6 +601,9 @@ int uroce_cmd_capture(int argc, char **argv)
 				ipc_gone = true;   /* the daemon went away: what was read is written */
 				stop = 1;
 			}
+			/* Every ring registered before this round is ours now; one registered
+			 * later records only packets younger than @t. */
+			asked = t;
 			next_ask = t + ask_every;
 		}
 		for (size_t i = 0; i < c.nrings;) {
@@ -616,6 +619,10 @@ int uroce_cmd_capture(int argc, char **argv)
 				i++;
 		}
 		upto = t > HOLD_NS ? t - HOLD_NS : 0;
+		/* Nothing younger than the last round of asking: a ring uroced has not handed
+		 * over yet may hold older packets than those (time order across rings). */
+		if (upto > asked)
+			upto = asked;
 		for (size_t i = 0; i < c.nrings; i++)   /* nothing younger than a pending send */
 			if (c.rings[i].blocked_ts && c.rings[i].blocked_ts - 1 < upto)
 				upto = c.rings[i].blocked_ts - 1;
