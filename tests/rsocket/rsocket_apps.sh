@@ -1,6 +1,6 @@
 #!/bin/sh
 # rsocket_apps.sh UROCE TOPO CASE — rsockets on uroce (docs/rsockets.md): Debian's
-# unmodified rstream, riostream and rcopy, and unmodified socket programs under
+# unmodified rstream, riostream and rcopy, udpong (SOCK_DGRAM over UD), and unmodified socket programs under
 # LD_PRELOAD=librspreload.so, all through `uroce run`, server and client as separate
 # processes, under tests/daemon/nsrun.sh (own namespaces and daemons).
 #
@@ -12,7 +12,7 @@
 # the namespaces) before and after, and they must have moved by at least the bytes the
 # programs say they moved.  The *-tcp / *-nopreload cases are the negative controls:
 # the same programs over kernel TCP (rstream -T s, no preload), where the counters must
-# stay put (less than 64 KiB of movement), or the proof would prove nothing.
+# stay put (less than 64 KiB of movement; udpong-sock is udpong's own kernel-UDP mode), or the proof would prove nothing.
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 UROCE=$1
@@ -200,6 +200,33 @@ print(e["sum_received"]["bytes"] + e.get("sum_received_bidir_reverse", {}).get("
 		[ "$n" -ge $((100 << 20)) ] || fail "iperf3 says the server received $n bytes of the 200 MiB sent"
 	fi
 	if [ -n "$pre" ]; then prove "$n"; else disprove; fi
+	;;
+udpong|udpong-e|udpong-b|udpong-a|udpong-sock)
+	# SOCK_DGRAM rsockets (UD QPs): Debian's udpong, the server bound to SADDR (without
+	# -b it takes getaddrinfo's first answer, ::1), custom runs of 1000-byte datagrams.
+	# -T e: every datagram echoed; the plain case streams them one way (some may be
+	# dropped, as UDP; the server's count is what arrived).  -T s is the negative
+	# control: the same program over kernel UDP sockets.
+	case $CASE in
+	udpong) opts="-C 10000 -S 1000" ;;
+	udpong-e) opts="-T e -C 2000 -S 1000" ;;
+	udpong-b) opts="-T b -T e -C 2000 -S 1000" ;;
+	udpong-a) opts="-T a -T e -C 2000 -S 1000" ;;
+	udpong-sock) opts="-T s -C 10000 -S 1000" ;;
+	esac
+	start_server 150 udpong -b "$SADDR" $opts
+	_u() { $S ss -lunH "sport = :7174" | grep -q .; }
+	wait_for 20 _u || { fail "server never bound UDP 7174"; cat "$tmp/srv" "$tmp/srv.err"; exit 1; }
+	run_client 120 "$tmp/cli" udpong -s "$SADDR" $opts || fail "client exited $?"
+	stop_server
+	# the result line: name bytes xfers total time ...; bytes (a plain number here) times
+	# xfers (1k = 1000, rounded down): a lower bound of the data moved
+	n=$(awk '$1 == "custom" { x = $3 + 0; if ($3 ~ /k$/) x *= 1000; else if ($3 ~ /m$/) x *= 1000000
+		printf "%.0f\n", x * $2 }' "$tmp/cli")
+	n=${n:-0}
+	echo "udpong: $n bytes of datagrams"
+	[ "$n" -gt 0 ] || fail "no result line from the client"
+	if [ "$CASE" = udpong-sock ]; then disprove; else prove "$n"; fi
 	;;
 nopreload-socat)
 	# negative control of the proof with a second program: socat over kernel TCP
