@@ -232,6 +232,8 @@ int ds_init_ep(struct rsock *rs)
 {
 	int ret;
 
+	if (rs->state == RS_DGRAM)
+		return 0;                 /* every data call comes here: no lock once made */
 	pthread_mutex_lock(&rs->conn_lock);
 	if (rs->state != RS_INIT) {
 		pthread_mutex_unlock(&rs->conn_lock);
