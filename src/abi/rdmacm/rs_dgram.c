@@ -110,6 +110,7 @@ struct ds_qp {
 	struct rdma_cm_id *cm_id;
 	uint8_t hdr[DS_HDR_MAX];        /* our ds_header (source of what we send) */
 	size_t hdr_len;
+	size_t max_msg;                 /* the largest UD message: one slot, one packet */
 	struct ds_dest *self;           /* ourselves: delivery of UDP-borne datagrams */
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
@@ -452,6 +453,19 @@ static int create_qp(struct rsock *rs, const struct sockaddr *src, struct ds_qp 
 	if (rdma_create_qp(qp->cm_id, NULL, &qa)) {
 		ret = errno ? -errno : -ENOMEM;
 		goto err;
+	}
+	/* A UD message is a single packet no longer than the path MTU (IBA vol. 1, the UD
+	 * service; uroce's transport drops a longer one, drop_ud_too_long), so ds_header +
+	 * data must fit the port's active MTU as well as a receive slot: larger sends are
+	 * EMSGSIZE, not a silent loss. */
+	{
+		struct ibv_port_attr pa;
+
+		qp->max_msg = RS_SNDLOWAT;
+		if (!ibv_query_port(qp->cm_id->verbs, qp->cm_id->port_num, &pa) &&
+		    pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 &&
+		    (size_t)(128u << pa.active_mtu) < qp->max_msg)
+			qp->max_msg = 128u << pa.active_mtu;
 	}
 	if (qa.cap.max_inline_data < rs->sq_inline)
 		rs->sq_inline = (uint16_t)qa.cap.max_inline_data;
@@ -942,8 +956,8 @@ ssize_t ds_sendto(struct rsock *rs, const struct iovec *iov, int iovcnt, int fla
 		ret = -EDESTADDRREQ;
 		goto out;
 	}
-	/* One receive slot of the peer holds ds_header + data. */
-	if (len > RS_SNDLOWAT - d->qp->hdr_len) {
+	/* One receive slot of the peer and one packet hold ds_header + data. */
+	if (len > d->qp->max_msg - d->qp->hdr_len) {
 		ret = -EMSGSIZE;
 		goto out;
 	}
@@ -1025,7 +1039,7 @@ void ds_udp_svc_process(struct rsock *rs)
 	if (uh.op != RS_OP_DATA)
 		return;
 	/* Deliver it as if it had come over UD: to ourselves, behind the sender's header. */
-	if (dl > RS_SNDLOWAT - ds_hdr_put(dh, (struct sockaddr *)&from)) {
+	if (dl > d->qp->max_msg - ds_hdr_put(dh, (struct sockaddr *)&from)) {
 		drop(DS_DROP_UDP_TOO_BIG);
 		return;
 	}
