@@ -233,7 +233,7 @@ int ds_init_ep(struct rsock *rs)
 {
 	int ret;
 
-	if (rs->state == RS_DGRAM)
+	if (__atomic_load_n(&rs->state, __ATOMIC_ACQUIRE) == RS_DGRAM)
 		return 0;                 /* every data call comes here: no lock once made */
 	pthread_mutex_lock(&rs->conn_lock);
 	if (rs->state != RS_INIT) {
@@ -255,7 +255,7 @@ int ds_init_ep(struct rsock *rs)
 	rs->rqe_avail = rs->rq_size;
 	rs->rmsg_head = rs->rmsg_tail = 0;
 	rs->rd_open = rs->wr_open = true;
-	rs->state = RS_DGRAM;
+	__atomic_store_n(&rs->state, RS_DGRAM, __ATOMIC_RELEASE);
 	ret = rs_svc_call(RS_SVC_ADD_UDP, rs);
 	if (ret) {
 		rs->state = RS_INIT;
