@@ -198,7 +198,18 @@ static void test_rsocket_no_device(void **state)
 	assert_fails(rsocket(AF_INET, SOCK_STREAM, 0), ENODEV);
 	assert_fails(rsocket(AF_UNIX, SOCK_STREAM, 0), ENOTSUP);
 	assert_fails(rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), ENOTSUP);
-	assert_fails(rsocket(AF_INET, SOCK_DGRAM, 0), ENOTSUP);	/* not implemented */
+	/* A datagram rsocket is a UDP socket until its first QP (as rdma-core): it is made,
+	 * and the first send, which needs a device, fails. */
+	{
+		struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(9),
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int d = rsocket(AF_INET, SOCK_DGRAM, 0);
+
+		assert_true(d >= 0);
+		assert_fails(rsendto(d, buf, sizeof(buf), 0, (struct sockaddr *)&dst, sizeof(dst)),
+			     ENODEV);
+		assert_int_equal(rclose(d), 0);
+	}
 	assert_fails(rbind(3, (struct sockaddr *)&sin, len), EBADF);
 	assert_fails(rlisten(3, 1), EBADF);
 	assert_fails(raccept(3, NULL, NULL), EBADF);

@@ -285,6 +285,47 @@ static void test_ds_headers(void **state)
 	assert_int_equal(ds_udp_get(out, sizeof(u4), AF_INET, &uh), 0);
 }
 
+/* The IPv6 ds_udp_header (28 bytes) and the inputs a receiver must refuse. */
+static void test_ds_bad_and_v6(void **state)
+{
+	(void)state;
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(7174),
+				     .sin6_flowinfo = htonl(0x12345) };
+	/* rsocket.c copies 16 bytes from the ds_header's IPv6 part: the flow info, then the
+	 * first 12 address bytes (2001:db8:0:0:0:0 ...) */
+	static const uint8_t u6[DS_UDP_IPV6_HDR_LEN] = {
+		0x55, 0x55, 0x55, 0x55, 6, RS_OP_DATA, 28, 0,
+		0x00, 0xC0, 0xFF, 0xEE,
+		0x00, 0x01, 0x23, 0x45,
+		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
+	};
+	uint8_t h[DS_HDR_MAX], out[64];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct ds_udp_h uh;
+
+	inet_pton(AF_INET6, "2001:db8::1", &sin6.sin6_addr);
+	assert_int_equal(ds_hdr_put(h, (struct sockaddr *)&sin6), DS_IPV6_HDR_LEN);
+	assert_int_equal(ds_udp_put(out, RS_OP_DATA, 0xC0FFEE, h), DS_UDP_IPV6_HDR_LEN);
+	assert_memory_equal(out, u6, sizeof(u6));
+	assert_int_equal(ds_udp_get(u6, sizeof(u6), AF_INET6, &uh), DS_UDP_IPV6_HDR_LEN);
+	assert_int_equal(uh.qpn, 0xC0FFEE);
+	assert_int_equal(uh.op, RS_OP_DATA);
+	assert_int_equal(ds_udp_get(u6, sizeof(u6) - 1, AF_INET6, &uh), 0);   /* short */
+	assert_int_equal(ds_udp_get(u6, sizeof(u6), AF_INET, &uh), 0);        /* family */
+
+	/* ds_header: a version other than 4/6, a length of the other family, short input */
+	static const uint8_t bad_ver[DS_IPV4_HDR_LEN] = { 5, 8, 0x1c, 0x06, 127, 0, 0, 1 };
+	static const uint8_t v4_len24[DS_IPV6_HDR_LEN] = { 4, 24 };
+	static const uint8_t v6_len8[DS_IPV6_HDR_LEN] = { 6, 8 };
+
+	assert_int_equal(ds_hdr_get(bad_ver, sizeof(bad_ver), &ss, &sl), 0);
+	assert_int_equal(ds_hdr_get(v4_len24, sizeof(v4_len24), &ss, &sl), 0);
+	assert_int_equal(ds_hdr_get(v6_len8, sizeof(v6_len8), &ss, &sl), 0);
+	assert_int_equal(ds_hdr_get(h, DS_IPV6_HDR_LEN - 1, &ss, &sl), 0);
+	assert_int_equal(ds_hdr_get(h, 0, &ss, &sl), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_sge_iomap),
 		cmocka_unit_test(test_iomap_scale),
 		cmocka_unit_test(test_ds_headers),
+		cmocka_unit_test(test_ds_bad_and_v6),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

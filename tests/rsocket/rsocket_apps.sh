@@ -1,6 +1,6 @@
 #!/bin/sh
 # rsocket_apps.sh UROCE TOPO CASE — rsockets on uroce (docs/rsockets.md): Debian's
-# unmodified rstream, riostream and rcopy, and unmodified socket programs under
+# unmodified rstream, riostream and rcopy, udpong (SOCK_DGRAM over UD), and unmodified socket programs under
 # LD_PRELOAD=librspreload.so, all through `uroce run`, server and client as separate
 # processes, under tests/daemon/nsrun.sh (own namespaces and daemons).
 #
@@ -12,7 +12,7 @@
 # the namespaces) before and after, and they must have moved by at least the bytes the
 # programs say they moved.  The *-tcp / *-nopreload cases are the negative controls:
 # the same programs over kernel TCP (rstream -T s, no preload), where the counters must
-# stay put (less than 64 KiB of movement), or the proof would prove nothing.
+# stay put (less than 64 KiB of movement; udpong-sock is udpong's own kernel-UDP mode), or the proof would prove nothing.
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 UROCE=$1
@@ -173,16 +173,20 @@ rcopy)
 	expect_eq "sha256 of the copy" "$b" "$a"
 	prove $((100 << 20))
 	;;
-preload-iperf3|preload-iperf3-bidir|nopreload-iperf3)
+preload-iperf3|preload-iperf3-bidir|nopreload-iperf3|preload-iperf3-udp|nopreload-iperf3-udp)
 	# iperf3 client and server both under librspreload (-n 200M one way; --bidir: both
 	# ways at once for 2 s, the ssh-style case); the bytes the server received, from the
 	# client's JSON, must show in uroce's counters.  The negative control is the same run
 	# without the preload (kernel TCP).
 	# (after an LD_PRELOAD already there: the ASan runtime under the sanitizer build)
 	pre="env LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$PRELOAD"
-	[ "$CASE" = nopreload-iperf3 ] && pre=""
+	case $CASE in nopreload-*) pre="" ;; esac
 	what="-n 200M"
 	[ "$CASE" = preload-iperf3-bidir ] && what="--bidir -t 2"
+	# -u: iperf3's UDP test, its datagram socket a SOCK_DGRAM rsocket under the preload;
+	# 50 Mbit/s for 2 s in 1000-byte datagrams (with the 8-byte ds_header they fit veth's
+	# 1024-byte RoCE MTU: a UD message is one packet)
+	case $CASE in *-udp) what="-u -b 50M -t 2 -l 1000" ;; esac
 	start_server 100 $pre iperf3 -s -1 -B "$SADDR" -p 5201
 	if [ -n "$pre" ]; then wait_listen; else wait_tcp 5201; fi
 	run_client 100 "$tmp/cli" $pre iperf3 -c "$SADDR" -p 5201 $what -J || fail "client exited $?"
@@ -194,12 +198,39 @@ e = json.load(open(sys.argv[1]))["end"]
 print(e["sum_received"]["bytes"] + e.get("sum_received_bidir_reverse", {}).get("bytes", 0))' "$tmp/cli" 2>/dev/null)
 	n=${n:-0}
 	echo "iperf3: $n bytes received"
-	if [ "$CASE" = preload-iperf3-bidir ]; then
-		[ "$n" -ge $((1 << 20)) ] || fail "iperf3 --bidir moved only $n bytes"
+	if [ "$CASE" = preload-iperf3-bidir ] || [ "${CASE%-udp}" != "$CASE" ]; then
+		[ "$n" -ge $((1 << 20)) ] || fail "iperf3 $what moved only $n bytes"
 	else
 		[ "$n" -ge $((100 << 20)) ] || fail "iperf3 says the server received $n bytes of the 200 MiB sent"
 	fi
 	if [ -n "$pre" ]; then prove "$n"; else disprove; fi
+	;;
+udpong|udpong-e|udpong-b|udpong-a|udpong-sock)
+	# SOCK_DGRAM rsockets (UD QPs): Debian's udpong, the server bound to SADDR (without
+	# -b it takes getaddrinfo's first answer, ::1), custom runs of 1000-byte datagrams.
+	# -T e: every datagram echoed; the plain case streams them one way (some may be
+	# dropped, as UDP; the server's count is what arrived).  -T s is the negative
+	# control: the same program over kernel UDP sockets.
+	case $CASE in
+	udpong) opts="-C 10000 -S 1000" ;;
+	udpong-e) opts="-T e -C 2000 -S 1000" ;;
+	udpong-b) opts="-T b -T e -C 2000 -S 1000" ;;
+	udpong-a) opts="-T a -T e -C 2000 -S 1000" ;;
+	udpong-sock) opts="-T s -C 10000 -S 1000" ;;
+	esac
+	start_server 150 udpong -b "$SADDR" $opts
+	_u() { $S ss -lunH "sport = :7174" | grep -q .; }
+	wait_for 20 _u || { fail "server never bound UDP 7174"; cat "$tmp/srv" "$tmp/srv.err"; exit 1; }
+	run_client 120 "$tmp/cli" udpong -s "$SADDR" $opts || fail "client exited $?"
+	stop_server
+	# the result line: name bytes xfers total time ...; bytes (a plain number here) times
+	# xfers (1k = 1000, rounded down): a lower bound of the data moved
+	n=$(awk '$1 == "custom" { x = $3 + 0; if ($3 ~ /k$/) x *= 1000; else if ($3 ~ /m$/) x *= 1000000
+		printf "%.0f\n", x * $2 }' "$tmp/cli")
+	n=${n:-0}
+	echo "udpong: $n bytes of datagrams"
+	[ "$n" -gt 0 ] || fail "no result line from the client"
+	if [ "$CASE" = udpong-sock ]; then disprove; else prove "$n"; fi
 	;;
 nopreload-socat)
 	# negative control of the proof with a second program: socat over kernel TCP

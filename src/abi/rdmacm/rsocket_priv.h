@@ -270,6 +270,21 @@ int rs_svc_call(enum rs_svc_cmd cmd, struct rsock *rs);
 void rs_svc_after_fork(void);
 
 /* ---- rs_dgram.c ---- */
+/* Why a datagram was dropped, each counted (UROCE_RS_DEBUG=1 prints them). */
+enum ds_drop {
+	DS_DROP_UD_SHORT,         /* a UD receive shorter than GRH + the smallest ds_header */
+	DS_DROP_UD_BAD_HDR,       /* a ds_header of an unknown version or length */
+	DS_DROP_UD_NO_ROOM,       /* the receive ring was full */
+	DS_DROP_UD_ERROR,         /* a receive completed in error */
+	DS_DROP_UDP_SHORT,        /* a UDP datagram shorter than a ds_udp_header */
+	DS_DROP_UDP_BAD_HDR,      /* wrong tag, version, length or op */
+	DS_DROP_UDP_TOO_BIG,      /* more than one receive slot holds */
+	DS_DROP_UDP_NO_DEST,      /* no QP or route towards its sender */
+	DS_DROP_UDP_NO_SLOT,      /* no send slot to deliver it through our QP */
+	DS_DROP_COUNT,
+};
+extern _Atomic unsigned long ds_drop_count[DS_DROP_COUNT];
+const char *ds_drop_name(enum ds_drop d);
 int ds_init(struct rsock *rs, int domain);
 int ds_init_ep(struct rsock *rs);
 int ds_connect(struct rsock *rs, const struct sockaddr *addr, socklen_t len);
