@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <search.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,25 +69,7 @@ const char *ds_drop_name(enum ds_drop d)
 	return (unsigned)d < DS_DROP_COUNT ? names[d] : "?";
 }
 
-static void ds_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void ds_debug(const char *fmt, ...)
-{
-	static int on = -1;
-	va_list ap;
-
-	if (on < 0) {
-		const char *e = getenv("UROCE_RS_DEBUG");
-
-		on = e && *e && *e != '0';
-	}
-	if (!on)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "uroce rsocket dgram: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
+#define ds_debug(...) rs_debugf("uroce rsocket dgram", __VA_ARGS__)
 
 static void drop(enum ds_drop d)
 {

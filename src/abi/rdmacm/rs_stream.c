@@ -24,7 +24,6 @@
 #define _GNU_SOURCE
 #include <endian.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,25 +60,7 @@ const char *rs_reset_name(enum rs_reset r)
 	return (unsigned)r < RS_RESET_COUNT ? names[r] : "?";
 }
 
-static void rs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void rs_debug(const char *fmt, ...)
-{
-	static int on = -1;
-	va_list ap;
-
-	if (on < 0) {
-		const char *e = getenv("UROCE_RS_DEBUG");
-
-		on = e && *e && *e != '0';
-	}
-	if (!on)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "uroce rsocket: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
+#define rs_debug(...) rs_debugf("uroce rsocket", __VA_ARGS__)
 
 /* Whole pages, zeroed: registered memory never shares a page with the heap. */
 static void *page_alloc(size_t len)

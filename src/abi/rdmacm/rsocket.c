@@ -1359,3 +1359,22 @@ UROCE_EXPORT int rfcntl(int socket, int cmd, ...)
 	va_end(ap);
 	return ret;
 }
+
+void rs_debugf(const char *who, const char *fmt, ...)
+{
+	static int on = -1;
+	va_list ap;
+
+	if (on < 0) {
+		const char *e = getenv("UROCE_RS_DEBUG");
+
+		on = e && *e && *e != '0';
+	}
+	if (!on)
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", who);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}

@@ -101,6 +101,8 @@ enum rs_reset {
 
 extern _Atomic unsigned long rs_reset_count[RS_RESET_COUNT];
 const char *rs_reset_name(enum rs_reset r);
+/* A line on stderr, "WHO: ...", when $UROCE_RS_DEBUG is set (and not 0). */
+void rs_debugf(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 struct rs_iomap_mr {
 	struct rs_iomap_mr *next;
