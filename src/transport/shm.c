@@ -658,6 +658,11 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 	return (int)n;
 }
 
+bool uroce_shm_link_busy(const struct uroce_shm_link *l)
+{
+	return l && atomic_load_explicit(&l->spill_bytes, memory_order_relaxed) != 0;
+}
+
 /* ---------------------------------------------------------------- receive */
 
 static uint16_t ipv4_csum(const uint8_t *h)

@@ -107,6 +107,9 @@ struct uroce_shm_src {
  * when the spill is full too is the count short (the transport's retransmission covers
  * the rest, as for a full socket buffer) -- or -errno.  Packets to a peer that is gone
  * count as sent (lost). */
+/* @l holds packets in its spill (its ring stayed full): senders that can wait (an RC
+ * requester, io.busy) should.  A relaxed load. */
+bool uroce_shm_link_busy(const struct uroce_shm_link *l);
 int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 		   const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n);
 
