@@ -27,9 +27,11 @@
  * Waking: a consumer about to sleep sets `sleeping`, then looks at tail again; a producer
  * that published records and finds `sleeping` set clears it and writes 1 to the
  * consumer's wake eventfd (both sides use sequentially consistent operations, so one of
- * them sees the other).  A producer that finds the ring full sets `prod_waiting` and
- * sleeps on the futex of head's low 32 bits, for a bounded time; a consumer that advances
- * head and finds `prod_waiting` set clears it and wakes it.
+ * them sees the other).  A producer that finds the ring full sets bit 0 of `prod_waiting`
+ * and sleeps on the futex of head's low 32 bits, for a bounded time; one that keeps
+ * records the ring could not take (its spill, src/transport/shm.c) sets bit 1.  A
+ * consumer that advances head and finds `prod_waiting` set clears it, wakes the futex for
+ * bit 0 and writes the producer's wake eventfd for bit 1.
  *
  * Death: when a side's connection closes (exit or crash) uroced sets that side's `gone`
  * and writes UROCE_SHM_WAKE_LINKS to the other side's eventfd; the survivor's packets to

@@ -942,6 +942,14 @@ static void eng_io_flush(void *arg)
 		eng_flush(eq);
 }
 
+/* io.busy: the QP's shared-memory link holds packets its full ring could not take yet. */
+static bool eng_busy(void *arg)
+{
+	const struct engine_qp *eq = arg;
+
+	return uroce_shm_link_busy(eq->link);
+}
+
 static void eng_timer(void *arg, uint64_t deadline)
 {
 	struct engine_qp *eq = arg;
@@ -1128,6 +1136,7 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
 	io.flush = eng_io_flush;
+	io.busy = eq->link ? eng_busy : NULL;
 	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=0: no timed
 	 * deferral behind the QP's next request (rc_resp.c acknowledge). */
 	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");

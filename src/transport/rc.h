@@ -37,6 +37,7 @@
 #define UROCE_RC_MAX_PKT 4200           /* largest packet we build: MTU 4096 + headers + ICRC */
 #define UROCE_RC_ACK_DEFER_NS 200000ull /* longest a deferred ACK waits (timers.c t_ack) */
 #define UROCE_RC_ACK_DEFER_IF_REQ_NS 1000000ull /* ... deferred only if we sent a request this recently */
+#define UROCE_RC_BUSY_RETRY_NS 50000ull /* a requester stopped by io.busy looks again after this */
 
 /* ---- errors: the one table (rc_err.c) ---- */
 #define UROCE_RC_ERRORS(X)                                                                   \
@@ -163,6 +164,11 @@ struct uroce_rc_io {
 	/* Optional: send what the engine has collected for this QP now, so that payload given
 	 * to xmitv is read before the caller changes that memory (rc_resp.c reads_first). */
 	void (*flush)(void *arg);
+	/* Optional: the link holds packets it could not send yet (a shared-memory ring that
+	 * stayed full, shm.c's spill): the requester starts nothing new, as for a closed
+	 * window, and looks again at t_busy (timers.c).  Backpressure instead of loss: 1,000
+	 * QPs' windows are 500 MiB against a 1 MiB ring. */
+	bool (*busy)(void *arg);
 	void *arg;
 	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
 	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while
@@ -228,6 +234,7 @@ struct uroce_rc {
 	/* timers (timers.c), CLOCK_MONOTONIC ns, 0 = off */
 	uint64_t t_retrans, t_rnr;
 	uint64_t t_ack;                  /* a deferred ACK leaves at the latest then */
+	uint64_t t_busy;                 /* the requester looks at io.busy again then */
 	uint64_t last_req;               /* when the requester last sent a packet (clock ns) */
 	uint8_t backoff;                 /* local ACK timeouts in a row without progress (max 4) */
 
@@ -295,6 +302,7 @@ void uroce_rc_timer_retrans_arm(struct uroce_rc *rc);
 void uroce_rc_timer_retrans_stop(struct uroce_rc *rc);
 void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code);
 void uroce_rc_timer_ack_arm(struct uroce_rc *rc);
+void uroce_rc_timer_busy_arm(struct uroce_rc *rc);
 /* rc_resp.c: send the deferred ACK now, if there is one. */
 void uroce_rc_flush_ack(struct uroce_rc *rc);
 int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len);

@@ -307,7 +307,7 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 		fail = true;
 		ev = rc->pending_event;
 		rc->pending_err = UROCE_RC_ERR_NONE;
-		rc->t_retrans = rc->t_rnr = 0;
+		rc->t_retrans = rc->t_rnr = rc->t_busy = 0;
 	} else if (rc && qp->attr.sq_draining && qp->attr.qp_state == IBV_QPS_SQD && sq_drained(qp)) {
 		/* IBA 11.6.3.3: the last WQE started before SQD completed; the QP may now
 		 * leave SQD, and the affiliated SQ Drained event is raised if it was asked

@@ -348,6 +348,21 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 
 			state = psn_dist(rc->comp_psn, next) >= UROCE_RC_MAX_UNACKED_PSNS
 				? UROCE_REQ_WAIT : UROCE_REQ_BUILD;
+			/* The link is backed up (io.busy): wait as for a closed window, and
+			 * look again shortly (t_busy), whatever else runs the QP before. */
+			if (state == UROCE_REQ_BUILD && rc->io.busy && rc->io.busy(rc->io.arg)) {
+				if (!rc->t_busy)
+					uroce_rc_timer_busy_arm(rc);
+				/* Stopped in the middle of a message, its packets so far carry
+				 * no AckReq and nothing acknowledges them until the rest goes:
+				 * the local ACK timeout (IBA 9.7.6.1.1, for packets lost on the
+				 * way) counts from when the requester may send again, or a QP
+				 * that waited its turn behind 999 others resends a window
+				 * nobody lost. */
+				if (rc->t_retrans)
+					uroce_rc_timer_retrans_arm(rc);
+				state = UROCE_REQ_WAIT;
+			}
 			break;
 		}
 		case UROCE_REQ_BUILD:

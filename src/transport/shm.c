@@ -6,6 +6,14 @@
  * full ring is waited for, bounded (SHM_FULL_WAIT_NS), on the futex of head: the peer's
  * consumer runs in another process and needs none of our locks, so the wait ends as soon
  * as it has read; a link of a context with itself never waits (its consumer would be us).
+ * What the ring still cannot take after the wait is not lost: it waits, copied, in the
+ * link's spill, in send order, and every later packet of the link goes behind it; the
+ * consumer writes our wake eventfd when it moves head (prod_waiting bit 1), and whoever
+ * drains our links (uroce_shm_poll) or sends next on the link moves the spill into the
+ * ring.  Only a full spill (SPILL_MIN, SPILL_RINGS rings) loses packets (shm_tx_full).
+ * The wait cannot be unbounded: two processes whose senders wait for room in each other's
+ * rings, while the threads that would drain them wait for the senders' QP locks, would
+ * wait for ever.
  *
  * Receive: shm_rx_packet() checks a record and its packet as netio checks a datagram
  * (length, uroce_pkt_validate, the ICRC when the sender computed it) and hands it to the
@@ -53,6 +61,12 @@ const char *const uroce_shm_counter_names[UROCE_SHM_C_NUM] = {
 #define HEAD_PUBLISH_EVERY 16            /* records consumed between two stores of head */
 #define CACHE_SLOTS 64                   /* QPN blocks remembered (uroce_shm_connect) */
 #define CACHE_NEG_NS 1000000000ull       /* a "not by shm" answer is asked again after this */
+#define SPILL_MIN (4u << 20)             /* a link's spill holds at least this many bytes */
+#define SPILL_RINGS 4u                   /* ... or this many rings' worth, if more */
+/* prod_waiting's bits (shm_proto.h): a producer sleeps on the futex of head (FUTEX), or has
+ * records in its spill and wants its wake eventfd written when head moves (SPILL). */
+#define PROD_WAIT_FUTEX 1u
+#define PROD_WAIT_SPILL 2u
 
 /* One ring as one side sees it: the control block and the data in the mapping, and what
  * this side keeps to itself (its own index, never re-read from shared memory). */
@@ -91,6 +105,20 @@ struct uroce_shm_link {
 	struct uroce_shm_rec held_rec;
 	bool has_held;
 	atomic_bool broken;              /* the peer broke the ring rules: give it up */
+	/* The spill (under tx_lock): records a full ring could not take, in send order, each a
+	 * struct spill_ent and its packet, from spill_off to spill_end of a malloc'd buffer of
+	 * spill_cap bytes.  While it holds anything, every new packet of the link goes behind
+	 * it, so the ring still carries the link's packets in the order they were sent. */
+	uint8_t *spill;
+	size_t spill_off, spill_end, spill_cap;
+	_Atomic size_t spill_bytes;      /* spill_end - spill_off, read without the lock */
+	bool tx_nowait;                  /* this send does not wait for room (under tx_lock) */
+};
+
+struct spill_ent {
+	struct uroce_shm_rec rec;
+	uint32_t qpn;                    /* the sending QP (a capture's) */
+	uint32_t pad;
 };
 
 /* What uroced answered for a destination: a link for the QPN's whole block (the block is
@@ -286,7 +314,7 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 		/* Full.  Let the consumer see what this batch wrote so far, then wait for it
 		 * to move head: bounded, and never for ourselves. */
 		tx_publish(l);
-		if (l->self || peer_gone(l))
+		if (l->self || l->tx_nowait || peer_gone(l))
 			break;
 		now = now_ns();
 		if (!deadline)
@@ -295,7 +323,7 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 			break;
 		waited = true;
 		seen = (uint32_t)head;
-		__atomic_store_n(&ctl->prod_waiting, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_or(&ctl->prod_waiting, PROD_WAIT_FUTEX, __ATOMIC_SEQ_CST);
 		if ((uint32_t)__atomic_load_n(&ctl->head, __ATOMIC_SEQ_CST) == seen) {
 			uint64_t left = deadline - now;
 
@@ -308,29 +336,156 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 	return NULL;
 }
 
-/* Every packet that goes into a ring passes here (the capture point, shm.h): one record at
- * the tail, not yet published.  Returns 0, -EAGAIN (full), -EPIPE (peer gone). */
+/* One record at the tail, not yet published: the only place a packet enters a ring (the
+ * capture point, shm.h).  @p is what tx_reserve returned for it. */
+static void tx_write(struct uroce_shm_link *l, uint8_t *p, uint32_t qpn, const struct uroce_shm_rec *rec,
+		     const struct iovec *iov, unsigned iovcnt)
+{
+	uint8_t *d = p + REC_HDR;
+
+	memcpy(p, rec, REC_HDR);
+	for (unsigned i = 0; i < iovcnt; i++) {
+		memcpy(d, iov[i].iov_base, iov[i].iov_len);
+		d += iov[i].iov_len;
+	}
+	l->tx.pos += rec_size(rec->len);
+	if (uroce_cap_on(l->s->cap))
+		uroce_cap_shm(l->s->cap, false, qpn, rec, iov, iovcnt);
+	l->tx_pkts++;
+	l->tx_bytes += rec->len;
+}
+
+/* The ring stays full and a spill is left: ask the consumer to write our wake eventfd when
+ * it moves head, so that whoever drains our links (uroce_shm_poll) sends the spill then
+ * even if nothing else runs.  The consumer may have emptied the ring before it saw the
+ * request: true when there is room now (try again). */
+static bool tx_ask_room(struct uroce_shm_link *l, uint32_t need)
+{
+	uint32_t off = (uint32_t)(l->tx.pos & (l->r - 1)), contig = l->r - off;
+	uint64_t want = need <= contig ? need : (uint64_t)contig + need, head;
+
+	__atomic_fetch_or(&l->tx.ctl->prod_waiting, PROD_WAIT_SPILL, __ATOMIC_SEQ_CST);
+	head = __atomic_load_n(&l->tx.ctl->head, __ATOMIC_SEQ_CST);
+	return l->tx.pos - head <= l->r && l->r - (l->tx.pos - head) >= want;
+}
+
+static void spill_drop(struct uroce_shm_link *l)
+{
+	struct uroce_shm *s = l->s;
+	uint64_t n = 0;
+
+	for (size_t off = l->spill_off; off < l->spill_end;) {
+		const struct spill_ent *e = (const struct spill_ent *)(void *)(l->spill + off);
+
+		off += (sizeof(*e) + e->rec.len + 7) & ~(size_t)7;
+		n++;
+	}
+	if (n)
+		ctr_add(s, UROCE_SHM_C_TX_LOST, n);
+	l->spill_off = l->spill_end = 0;
+	atomic_store_explicit(&l->spill_bytes, 0, memory_order_relaxed);
+}
+
+/* Move the spill into the ring, as far as it has room (waiting for it as the send does,
+ * unless tx_nowait).  Returns 0 (spill empty), -EAGAIN (ring full, spill left),
+ * -EPIPE (peer gone: the spill is lost). */
+static int spill_flush(struct uroce_shm_link *l)
+{
+	while (l->spill_off < l->spill_end) {
+		const struct spill_ent *e = (const struct spill_ent *)(void *)(l->spill + l->spill_off);
+		uint32_t need = rec_size(e->rec.len);
+		struct iovec v = { (void *)(e + 1), e->rec.len };
+		bool gone;
+		uint8_t *p = tx_reserve(l, need, &gone);
+
+		if (!p) {
+			if (gone) {
+				spill_drop(l);
+				return -EPIPE;
+			}
+			if (tx_ask_room(l, need))
+				continue;
+			return -EAGAIN;
+		}
+		tx_write(l, p, e->qpn, &e->rec, &v, 1);
+		l->spill_off += (sizeof(*e) + e->rec.len + 7) & ~(size_t)7;
+	}
+	l->spill_off = l->spill_end = 0;
+	atomic_store_explicit(&l->spill_bytes, 0, memory_order_relaxed);
+	return 0;
+}
+
+/* Keep a packet the ring cannot take now in the spill.  false when the spill is full
+ * (SPILL_MIN, or SPILL_RINGS rings): then it is lost, like a datagram to a full socket. */
+static bool spill_add(struct uroce_shm_link *l, const struct uroce_shm_rec *rec,
+		      const struct iovec *iov, unsigned iovcnt)
+{
+	size_t max = (size_t)l->r * SPILL_RINGS > SPILL_MIN ? (size_t)l->r * SPILL_RINGS : SPILL_MIN;
+	size_t need = (sizeof(struct spill_ent) + rec->len + 7) & ~(size_t)7;
+	struct spill_ent *e;
+	uint8_t *d;
+
+	if (l->spill_end - l->spill_off + need > max)
+		return false;
+	if (l->spill_end + need > l->spill_cap && l->spill_off) {
+		memmove(l->spill, l->spill + l->spill_off, l->spill_end - l->spill_off);
+		l->spill_end -= l->spill_off;
+		l->spill_off = 0;
+	}
+	if (l->spill_end + need > l->spill_cap) {
+		size_t cap = l->spill_cap ? l->spill_cap : 64u << 10;
+		uint8_t *grown;
+
+		while (cap < l->spill_end + need)
+			cap *= 2;
+		grown = realloc(l->spill, cap);
+		if (!grown)
+			return false;
+		l->spill = grown;
+		l->spill_cap = cap;
+	}
+	e = (struct spill_ent *)(void *)(l->spill + l->spill_end);
+	e->rec = *rec;
+	e->qpn = l->tx_qpn;
+	e->pad = 0;
+	d = (uint8_t *)(e + 1);
+	for (unsigned i = 0; i < iovcnt; i++) {
+		memcpy(d, iov[i].iov_base, iov[i].iov_len);
+		d += iov[i].iov_len;
+	}
+	l->spill_end += need;
+	atomic_store_explicit(&l->spill_bytes, l->spill_end - l->spill_off, memory_order_relaxed);
+	ctr_add(l->s, UROCE_SHM_C_TX_SPILLED, 1);
+	return true;
+}
+
+/* Every packet sent on a link passes here: into the ring, or into the spill behind what is
+ * there already.  The ring is a lossless link (docs/transport.md): a consumer that does not
+ * read for a while (its process descheduled for a few ms on a busy machine) must not cost
+ * packets, which UC and UD cannot get back -- the full ring used to drop the rest of the
+ * batch after SHM_FULL_WAIT_NS.  Returns 0, -EAGAIN (ring and spill full: lost), -EPIPE
+ * (peer gone). */
 static int shm_tx_packet(struct uroce_shm_link *l, const struct uroce_shm_rec *rec,
 			 const struct iovec *iov, unsigned iovcnt)
 {
 	uint32_t need = rec_size(rec->len);
 	bool gone;
-	uint8_t *p = tx_reserve(l, need, &gone), *d;
+	uint8_t *p;
 
-	if (!p)
-		return gone ? -EPIPE : -EAGAIN;
-	memcpy(p, rec, REC_HDR);
-	d = p + REC_HDR;
-	for (unsigned i = 0; i < iovcnt; i++) {
-		memcpy(d, iov[i].iov_base, iov[i].iov_len);
-		d += iov[i].iov_len;
+	if (l->spill_off == l->spill_end) {
+		for (;;) {
+			p = tx_reserve(l, need, &gone);
+			if (p) {
+				tx_write(l, p, l->tx_qpn, rec, iov, iovcnt);
+				return 0;
+			}
+			if (gone)
+				return -EPIPE;
+			if (!tx_ask_room(l, need))
+				break;
+		}
 	}
-	l->tx.pos += need;
-	if (uroce_cap_on(l->s->cap))
-		uroce_cap_shm(l->s->cap, false, l->tx_qpn, rec, iov, iovcnt);
-	l->tx_pkts++;
-	l->tx_bytes += rec->len;
-	return 0;
+	return spill_add(l, rec, iov, iovcnt) ? 0 : -EAGAIN;
 }
 
 /* The ICRC slot: the last UROCE_ICRC_LEN bytes of the packet, which may straddle the last
@@ -453,6 +608,11 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 	if (peer_gone(l)) {
 		/* Lost, as on a wire to a dead host: the QP's retries end in RETRY_EXC_ERR. */
 		ctr_add(s, UROCE_SHM_C_TX_LOST, n);
+		if (atomic_load_explicit(&l->spill_bytes, memory_order_relaxed)) {
+			pthread_mutex_lock(&l->tx_lock);
+			spill_drop(l);
+			pthread_mutex_unlock(&l->tx_lock);
+		}
 		return (int)n;
 	}
 	memset(&rec, 0, sizeof(rec));
@@ -465,6 +625,11 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 	if (s->icrc)
 		icrc_addr(src->sgid, src->sport, dst->gid, &ia);
 	pthread_mutex_lock(&l->tx_lock);
+	l->tx_nowait = false;
+	/* What a full ring left in the spill goes first (send order); what it cannot take
+	 * now, the new packets queue behind. */
+	if (l->spill_off != l->spill_end)
+		spill_flush(l);
 	l->tx_qpn = src->qpn;
 	for (i = 0; i < n; i++) {
 		struct uroce_txpkt *p = &pkts[i];
@@ -491,6 +656,11 @@ int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 		return (int)i;
 	}
 	return (int)n;
+}
+
+bool uroce_shm_link_busy(const struct uroce_shm_link *l)
+{
+	return l && atomic_load_explicit(&l->spill_bytes, memory_order_relaxed) != 0;
 }
 
 /* ---------------------------------------------------------------- receive */
@@ -573,9 +743,35 @@ static void rx_publish(struct uroce_shm_link *l)
 		return;
 	l->rx.published = l->rx.pos;
 	__atomic_store_n(&ctl->head, l->rx.pos, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&ctl->prod_waiting, __ATOMIC_SEQ_CST) &&
-	    __atomic_exchange_n(&ctl->prod_waiting, 0, __ATOMIC_SEQ_CST))
-		futex(head_word(ctl), FUTEX_WAKE, 1, NULL);
+	if (__atomic_load_n(&ctl->prod_waiting, __ATOMIC_SEQ_CST)) {
+		uint32_t w = __atomic_exchange_n(&ctl->prod_waiting, 0, __ATOMIC_SEQ_CST);
+
+		if (w & PROD_WAIT_FUTEX)
+			futex(head_word(ctl), FUTEX_WAKE, 1, NULL);
+		/* The producer left records in its spill: its wake eventfd tells whoever
+		 * drains its links (its progress thread, or a busy poller) to send them. */
+		if (w & PROD_WAIT_SPILL)
+			wake_peer(l);
+	}
+}
+
+/* Move @l's spill into its ring if it has room now; never waits (the caller drains). */
+static void tx_spill_retry(struct uroce_shm_link *l)
+{
+	if (!atomic_load_explicit(&l->spill_bytes, memory_order_relaxed) || pthread_mutex_trylock(&l->tx_lock))
+		return;   /* a sender holds the lock: it sends the spill first itself */
+	if (peer_gone(l)) {
+		spill_drop(l);
+	} else {
+		l->tx_nowait = true;
+		spill_flush(l);
+		l->tx_nowait = false;
+		tx_publish(l);
+		ctr_add(l->s, UROCE_SHM_C_TX_PACKETS, l->tx_pkts);
+		ctr_add(l->s, UROCE_SHM_C_TX_BYTES, l->tx_bytes);
+		l->tx_pkts = l->tx_bytes = 0;
+	}
+	pthread_mutex_unlock(&l->tx_lock);
 }
 
 /* Up to @budget records of @l's receive ring; under rx_lock. */
@@ -671,6 +867,10 @@ again:
 	links_refresh(s);
 	for (unsigned i = 0; i < s->nlinks && done < budget && !stop; i++)
 		done += rx_ring(s->links[i], budget - done, fn, arg, &stop);
+	/* Spills whose ring has room again (the peer read, or, on a link with ourselves, we
+	 * just did). */
+	for (unsigned i = 0; i < s->nlinks; i++)
+		tx_spill_retry(s->links[i]);
 	if (s->rx_pkts) {
 		ctr_add(s, UROCE_SHM_C_RX_PACKETS, s->rx_pkts);
 		ctr_add(s, UROCE_SHM_C_RX_BYTES, s->rx_bytes);
@@ -726,6 +926,7 @@ static void link_unmap(struct uroce_shm_link *l)
 		close(l->peer_efd);
 	pthread_mutex_destroy(&l->tx_lock);
 	free(l->held);   /* a packet still held back for reordering is lost, like a drop */
+	free(l->spill);  /* so is a spill: the link is let go of only when its peer is gone */
 	free(l);
 }
 
@@ -1048,6 +1249,19 @@ void uroce_shm_close(struct uroce_shm *s)
 {
 	if (!s)
 		return;
+	/* What a full ring left in a spill (the last ACKs, a UC message) gets a bounded
+	 * chance to leave: the peers are still reading, our going away should not lose it. */
+	for (unsigned i = 0; i < s->nall; i++) {
+		struct uroce_shm_link *l = s->all[i];
+		uint64_t end = now_ns() + 100 * SHM_FULL_WAIT_NS;
+
+		pthread_mutex_lock(&l->tx_lock);
+		l->tx_nowait = false;
+		while (l->spill_off != l->spill_end && !peer_gone(l) && !l->self && now_ns() < end)
+			spill_flush(l);
+		tx_publish(l);
+		pthread_mutex_unlock(&l->tx_lock);
+	}
 	for (int i = 0; i < CACHE_SLOTS; i++)
 		if (s->cache[i].link)
 			uroce_shm_link_put(s->cache[i].link);

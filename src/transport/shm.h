@@ -58,7 +58,8 @@ struct uroce_shm_link;
 	X(FAULT_DROP, "shm_fault_drop")           \
 	X(FAULT_DUP, "shm_fault_dup")             \
 	X(FAULT_REORDER, "shm_fault_reorder")     \
-	X(FAULT_CORRUPT, "shm_fault_corrupt")
+	X(FAULT_CORRUPT, "shm_fault_corrupt")     \
+	X(TX_SPILLED, "shm_tx_spilled")
 
 enum uroce_shm_ctr {
 #define X(n, s) UROCE_SHM_C_##n,
@@ -101,9 +102,14 @@ struct uroce_shm_src {
 };
 
 /* Send @n packets like uroce_netio_send (same packets, same ICRC slot): returns the number
- * sent -- all, unless the ring stayed full through the bounded wait (a short count: the
- * transport's retransmission covers the rest, as for a full socket buffer) -- or -errno.
- * Packets to a peer that is gone count as sent (lost). */
+ * sent -- all: what a ring that stayed full through the bounded wait cannot take waits in
+ * the link's spill (copied) and leaves, in order, when the consumer has read (shm.c); only
+ * when the spill is full too is the count short (the transport's retransmission covers
+ * the rest, as for a full socket buffer) -- or -errno.  Packets to a peer that is gone
+ * count as sent (lost). */
+/* @l holds packets in its spill (its ring stayed full): senders that can wait (an RC
+ * requester, io.busy) should.  A relaxed load. */
+bool uroce_shm_link_busy(const struct uroce_shm_link *l);
 int uroce_shm_send(struct uroce_shm_link *l, const struct uroce_shm_src *src,
 		   const struct uroce_netaddr *dst, struct uroce_txpkt *pkts, unsigned n);
 

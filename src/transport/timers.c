@@ -16,6 +16,9 @@
  *                quarter of the QP's own local ACK timeout     any other responder packet)
  *                if that is shorter
  *
+ *   t_busy       the requester stopped because its link       it fires; QP error, detach      run the requester (it stops and
+ *                holds packets it could not send (io.busy,                                    arms t_busy again if the link
+ *                a shm ring's spill); UROCE_RC_BUSY_RETRY_NS                                  is still backed up)
  * Apart from t_ack the responder acknowledges only on AckReq and on duplicates, as rxe.
  *
  * Deadlines are CLOCK_MONOTONIC nanoseconds, 0 = not armed.  The progress thread
@@ -90,6 +93,13 @@ void uroce_rc_timer_ack_arm(struct uroce_rc *rc)
 		rc->io.timer(rc->io.arg, rc->t_ack);
 }
 
+void uroce_rc_timer_busy_arm(struct uroce_rc *rc)
+{
+	rc->t_busy = uroce_rc_clock() + UROCE_RC_BUSY_RETRY_NS;
+	if (rc->io.timer)
+		rc->io.timer(rc->io.arg, rc->t_busy);
+}
+
 uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp)
 {
 	const struct uroce_rc *rc = uroce_rc_of(qp);
@@ -103,6 +113,8 @@ uint64_t uroce_rc_next_deadline(const struct uroce_qp *qp)
 		d = rc->t_rnr;
 	if (rc->t_ack && (!d || rc->t_ack < d))
 		d = rc->t_ack;
+	if (rc->t_busy && (!d || rc->t_busy < d))
+		d = rc->t_busy;
 	return d;
 }
 
@@ -116,6 +128,11 @@ uint64_t uroce_rc_timers_run(struct uroce_qp *qp, uint64_t now)
 		uroce_rc_flush_ack(rc);
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return 0;
+	if (rc->t_busy && now >= rc->t_busy) {
+		rc->t_busy = 0;
+		if (!rc->rnr_wait)
+			uroce_rc_requester(qp, true);
+	}
 	if (rc->t_rnr && now >= rc->t_rnr) {
 		rc->t_rnr = 0;
 		rc->rnr_wait = false;

@@ -23,6 +23,14 @@
  *        its progress thread can place it and acknowledge, so the link must wake that thread
  *        (its first records arrive before the thread ever slept on this link); the
  *        completion must come within 100 ms.
+ *   shm_link stall
+ *        Run with UROCE_SHM_RING_KB=64.  The requester stops the responder (SIGSTOP) and,
+ *        while it cannot read, sends a 1 MiB UC SEND and 100 UD SENDs of the MTU (both
+ *        more than the ring holds), sleeps 20 ms (ten times the longest wait for room),
+ *        and lets it go on (SIGCONT).  The link is lossless: every message must arrive,
+ *        every byte right, with shm_tx_full 0 and shm_tx_spilled > 0 at the requester (a
+ *        ring full past the wait kept the rest in its spill).  Before the spill, the rest
+ *        of each batch was dropped there, which UC and UD cannot recover.
  *   shm_link kill
  *        The requester streams 64 KiB RDMA WRITEs to the target and SIGKILLs it in the
  *        middle: the oldest outstanding WRITE must end with RETRY_EXC_ERR within a bound
@@ -245,7 +253,24 @@ static void post(struct node *n, enum svc s, struct ibv_send_wr *wr)
 
 static struct ibv_wc expect(struct ibv_cq *cq, enum ibv_wc_opcode opc, const char *what)
 {
-	struct ibv_wc wc = rc_pair_wait_wc(cq, LIMIT);
+	struct ibv_wc wc;
+	uint64_t end = now_ns() + LIMIT;
+	int r;
+
+	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
+		if (now_ns() > end) {
+			char cmd[600];
+
+			fprintf(stderr, "shm_link %s: %s: no completion within %llu ms; QPs:\n", who, what,
+				(unsigned long long)(LIMIT / 1000000));
+			snprintf(cmd, sizeof(cmd), "'%s' stat show qp >&2; '%s' stat show >&2",
+				 getenv("SHM_LINK_UROCE"), getenv("SHM_LINK_UROCE"));
+			if (system(cmd))
+				fprintf(stderr, "(uroce stat failed)\n");
+			DIE("%s: no completion within %llu ms", what, (unsigned long long)(LIMIT / 1000000));
+		}
+	if (r < 0)
+		DIE("poll_cq");
 
 	if (wc.status != IBV_WC_SUCCESS)
 		DIE("%s: status %s", what, ibv_wc_status_str(wc.status));
@@ -510,10 +535,14 @@ static void check_path(const char *path)
 	    !strcmp(who, "requester")) {
 		long long waits = stat_counter("shm_tx_waits"), full = stat_counter("shm_tx_full");
 
-		printf("shm_link %s: shm_tx_waits %lld shm_tx_full %lld\n", who, waits, full);
+		printf("shm_link %s: shm_tx_waits %lld shm_tx_full %lld shm_tx_spilled %lld\n", who, waits, full,
+		       stat_counter("shm_tx_spilled"));
 		if (waits <= 0)
 			DIE("a 64 KiB ring never made the sender wait: the full-ring path was not tested");
 	}
+	/* The link is lossless: a ring that stayed full kept the rest in its spill. */
+	if (shm && !getenv("UROCE_FAULT") && stat_counter("shm_tx_full") != 0)
+		DIE("shm_tx_full %lld: the link lost packets to a full ring", stat_counter("shm_tx_full"));
 	if (shm && getenv("UROCE_FAULT")) {
 		long long fd = stat_counter("shm_fault_drop"), fc = stat_counter("shm_fault_corrupt");
 
@@ -526,6 +555,76 @@ static void check_path(const char *path)
 }
 
 /* ---------------------------------------------------------------- modes */
+
+#define STALL_UD 100u
+#define STALL_US 20000u
+
+static int run_stall(struct node *n, pid_t child)
+{
+	uint32_t ok = 1;
+
+	if (!child) {
+		/* The responder: receives for the UC SEND at TGT, the UD SENDs after it. */
+		post_recv(n, UC, 1, TGT, 1u << 20);
+		for (uint32_t i = 0; i < STALL_UD; i++)
+			post_recv(n, UD, 100 + i, TGT + (1u << 20) + i * (MTU + GRH), MTU + GRH);
+		xfer(n->sock, &ok, sizeof(ok), true);
+		{
+			struct ibv_wc wc = expect(n->rcq, IBV_WC_RECV, "UC SEND 1 MiB after a stall (responder)");
+
+			if (wc.byte_len != 1u << 20)
+				DIE("UC SEND after a stall: byte_len %u", wc.byte_len);
+			check(n->buf + TGT, 1u << 20, 77, "UC SEND 1 MiB after a stall (responder)");
+		}
+		for (uint32_t i = 0; i < STALL_UD; i++) {
+			struct ibv_wc wc = expect(n->rcq, IBV_WC_RECV, "UD SEND after a stall (responder)");
+
+			if (wc.wr_id != 100 + i || wc.byte_len != MTU + GRH)
+				DIE("UD SEND %u after a stall: wr_id %llu byte_len %u", i,
+				    (unsigned long long)wc.wr_id, wc.byte_len);
+			check(n->buf + TGT + (1u << 20) + i * (MTU + GRH) + GRH, MTU, 1000 + i,
+			      "UD SEND after a stall (responder)");
+		}
+		xfer(n->sock, &ok, sizeof(ok), true);
+		return 0;
+	}
+	xfer(n->sock, &ok, sizeof(ok), false);
+	if (kill(child, SIGSTOP))
+		DIE("SIGSTOP: %s", strerror(errno));
+	{
+		struct ibv_sge sg = { (uintptr_t)n->buf, 1u << 20, n->mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND };
+
+		fill(n->buf, 1u << 20, 77);
+		post(n, UC, &wr);
+		expect(n->scq, IBV_WC_SEND, "UC SEND 1 MiB to a stopped responder");
+	}
+	for (uint32_t i = 0; i < STALL_UD; i++) {
+		/* Each from its own buffer: a send completes before the peer read it. */
+		uint8_t *b = n->buf + (1u << 20) + i * MTU;
+		struct ibv_sge sg = { (uintptr_t)b, MTU, n->mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 100 + i, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND };
+
+		fill(b, MTU, 1000 + i);
+		post(n, UD, &wr);
+		expect(n->scq, IBV_WC_SEND, "UD SEND to a stopped responder");
+	}
+	usleep(STALL_US);
+	if (kill(child, SIGCONT))
+		DIE("SIGCONT: %s", strerror(errno));
+	xfer(n->sock, &ok, sizeof(ok), false);   /* every message arrived, every byte checked */
+	{
+		long long full = stat_counter("shm_tx_full"), spilled = stat_counter("shm_tx_spilled");
+
+		printf("shm_link requester: after a %u ms stall: shm_tx_waits %lld shm_tx_full %lld shm_tx_spilled %lld\n",
+		       STALL_US / 1000, stat_counter("shm_tx_waits"), full, spilled);
+		if (full != 0)
+			DIE("shm_tx_full %lld: the link lost packets to the full ring", full);
+		if (spilled <= 0)
+			DIE("nothing was spilled: the ring never stayed full, the case was not tested");
+	}
+	return 0;
+}
 
 static int run_ops(struct node *n, bool requester, const char *path, bool rc_only)
 {
@@ -661,9 +760,32 @@ int main(int argc, char **argv)
 	bool kill_mode, rc_only;
 	const char *path;
 
+	if (argc == 2 && !strcmp(argv[1], "stall")) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+			DIE("socketpair");
+		child = fork();
+		if (child < 0)
+			DIE("fork");
+		who = child ? "requester" : "responder";
+		n.sock = child ? sv[0] : sv[1];
+		close(child ? sv[1] : sv[0]);
+		alarm(120);
+		setup(&n, false);
+		connect_all(&n, false);
+		run_stall(&n, child);
+		if (child) {
+			int status;
+
+			if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+				DIE("the responder failed");
+			printf("PASS shm_link stall\n");
+		}
+		return 0;
+	}
 	if (argc < 2 || (strcmp(argv[1], "ops") && strcmp(argv[1], "kill")) ||
 	    (!strcmp(argv[1], "ops") && (argc < 3 || (strcmp(argv[2], "shm") && strcmp(argv[2], "udp"))))) {
-		fprintf(stderr, "usage: shm_link ops shm|udp [rc] | shm_link kill\n");
+		fprintf(stderr, "usage: shm_link ops shm|udp [rc] | shm_link stall | shm_link kill\n");
 		return 2;
 	}
 	kill_mode = !strcmp(argv[1], "kill");
