@@ -1360,17 +1360,14 @@ UROCE_EXPORT int rfcntl(int socket, int cmd, ...)
 	return ret;
 }
 
+/* Called only on what goes wrong (a reset, a drop), so $UROCE_RS_DEBUG is read each time:
+ * a program (rs_badpeer_test) may turn it on after its first sockets. */
 void rs_debugf(const char *who, const char *fmt, ...)
 {
-	static int on = -1;
+	const char *e = getenv("UROCE_RS_DEBUG");
 	va_list ap;
 
-	if (on < 0) {
-		const char *e = getenv("UROCE_RS_DEBUG");
-
-		on = e && *e && *e != '0';
-	}
-	if (!on)
+	if (!e || !*e || *e == '0')
 		return;
 	va_start(ap, fmt);
 	fprintf(stderr, "%s: ", who);
