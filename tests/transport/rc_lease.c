@@ -7,7 +7,8 @@
  *   rc_lease poll    lease 10 s.  2000 SEND ping-pongs, both sides busy-polling their CQ:
  *                    each side's application thread must have drained every datagram of
  *                    the exchange (its progress thread at most the few of the start, before
- *                    the first busy polls took the lease), read from UROCE_ENGINE_STATS.
+ *                    the first busy polls took the lease: <= 200 of ~6000, where without
+ *                    the lease it gets 10-75 %), read from UROCE_ENGINE_STATS.
  *   rc_lease stop    lease 200 ms.  After 100 busy-polled ping-pongs the client stops calling
  *                    verbs and spins on a byte of its memory, as ib_write_lat does; the
  *                    server RDMA-WRITEs it.  The write must land (placed by the client's
@@ -321,10 +322,14 @@ static int run(const char *mode, bool client, int sock)
 		sync_byte(&n, client);   /* both done before either closes */
 		sync_byte(&n, !client);
 		close_node(&n, &app, &prog);
-		/* 2000 messages in and 2000 ACKs (or more) came in on each side. */
-		if (app < 2000 || prog > 16)
+		/* 2000 messages in and 2000 ACKs (or more) came in on each side.  The progress
+		 * thread gets those of the start, before two busy polls 20 us apart took the
+		 * lease: 0-3 on a quiet machine, 89 once in CI, where parallel tests kept the
+		 * poller off its CPU.  Without the lease (UROCE_POLL_LEASE_US=0) it drained
+		 * 563-4716 of ~6000 in six runs, so 200 still tells the two apart. */
+		if (app < 2000 || prog > 200)
 			DIE("under the lease the application thread drained %llu datagrams and the "
-			    "progress thread %llu (want >= 2000 and <= 16)", app, prog);
+			    "progress thread %llu (want >= 2000 and <= 200)", app, prog);
 		printf("%s: rx_app=%llu rx_progress=%llu\n", who, app, prog);
 		return 0;
 	}
