@@ -251,6 +251,17 @@ static int ring_add(struct capture *c, int fd, const struct uroce_cap_info *info
 	return 0;
 }
 
+/* Every ring uroced has for us now.  0, or the IPC error (the daemon went away). */
+static int ask_rings(struct capture *c, struct uroce_ipc *ipc, const char *dev)
+{
+	struct uroce_cap_info info;
+	int fd, err;
+
+	while (!(err = uroce_ipc_cap_next(ipc, dev, &info, &fd)))
+		ring_add(c, fd, &info);
+	return err == -ENOENT ? 0 : err;
+}
+
 static uint64_t ring_missed(const struct ring *r)
 {
 	uint64_t m = __atomic_load_n(&r->hdr->missed, __ATOMIC_ACQUIRE);
@@ -592,12 +603,7 @@ int uroce_cmd_capture(int argc, char **argv)
 		struct pollfd pfd = { .fd = uroce_ipc_fd(ipc), .events = POLLIN };
 
 		if (t >= next_ask) {
-			struct uroce_cap_info info;
-			int fd;
-
-			while (!(err = uroce_ipc_cap_next(ipc, dev, &info, &fd)))
-				ring_add(&c, fd, &info);
-			if (err != -ENOENT) {
+			if (ask_rings(&c, ipc, dev)) {
 				ipc_gone = true;   /* the daemon went away: what was read is written */
 				stop = 1;
 			}
@@ -643,15 +649,8 @@ int uroce_cmd_capture(int argc, char **argv)
 	}
 	/* The rings uroced has not handed over yet: a program that ended (or started) since
 	 * the last ask, which for one shorter than the asking period is all of its packets. */
-	if (!ipc_gone) {
-		struct uroce_cap_info info;
-		int fd;
-
-		while (!(err = uroce_ipc_cap_next(ipc, dev, &info, &fd)))
-			ring_add(&c, fd, &info);
-		if (err != -ENOENT)
-			ipc_gone = true;
-	}
+	if (!ipc_gone && ask_rings(&c, ipc, dev))
+		ipc_gone = true;
 	/* What the rings still hold (sends in flight settled: up to 100 ms), then everything
 	 * pending. */
 	for (int k = 0; k < 100; k++) {

@@ -757,39 +757,18 @@ int main(int argc, char **argv)
 	struct node n = { 0 };
 	int sv[2];
 	pid_t child;
-	bool kill_mode, rc_only;
+	bool kill_mode, stall_mode, rc_only;
 	const char *path;
 
-	if (argc == 2 && !strcmp(argv[1], "stall")) {
-		setvbuf(stdout, NULL, _IOLBF, 0);
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-			DIE("socketpair");
-		child = fork();
-		if (child < 0)
-			DIE("fork");
-		who = child ? "requester" : "responder";
-		n.sock = child ? sv[0] : sv[1];
-		close(child ? sv[1] : sv[0]);
-		alarm(120);
-		setup(&n, false);
-		connect_all(&n, false);
-		run_stall(&n, child);
-		if (child) {
-			int status;
-
-			if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-				DIE("the responder failed");
-			printf("PASS shm_link stall\n");
-		}
-		return 0;
-	}
-	if (argc < 2 || (strcmp(argv[1], "ops") && strcmp(argv[1], "kill")) ||
-	    (!strcmp(argv[1], "ops") && (argc < 3 || (strcmp(argv[2], "shm") && strcmp(argv[2], "udp"))))) {
+	stall_mode = argc == 2 && !strcmp(argv[1], "stall");
+	if (!stall_mode &&
+	    (argc < 2 || (strcmp(argv[1], "ops") && strcmp(argv[1], "kill")) ||
+	     (!strcmp(argv[1], "ops") && (argc < 3 || (strcmp(argv[2], "shm") && strcmp(argv[2], "udp")))))) {
 		fprintf(stderr, "usage: shm_link ops shm|udp [rc] | shm_link stall | shm_link kill\n");
 		return 2;
 	}
 	kill_mode = !strcmp(argv[1], "kill");
-	path = kill_mode ? "shm" : argv[2];
+	path = kill_mode || stall_mode ? "shm" : argv[2];
 	rc_only = argc > 3 && !strcmp(argv[3], "rc");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
@@ -811,13 +790,19 @@ int main(int argc, char **argv)
 		}
 		return run_kill(&n, child);
 	}
-	run_ops(&n, child != 0, path, rc_only);
+	if (stall_mode)
+		run_stall(&n, child);
+	else
+		run_ops(&n, child != 0, path, rc_only);
 	if (child) {
 		int status;
 
 		if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
 			DIE("the responder failed");
-		printf("PASS shm_link ops %s%s\n", path, rc_only ? " rc" : "");
+		if (stall_mode)
+			printf("PASS shm_link stall\n");
+		else
+			printf("PASS shm_link ops %s%s\n", path, rc_only ? " rc" : "");
 	}
 	return 0;
 }

@@ -210,6 +210,17 @@ static void set_sizes(struct rsock *rs)
 	rs->sbuf_size = (uint32_t)rs->sq_size * RS_SNDLOWAT;
 }
 
+/* The receive slots, their free list and the message records of a datagram socket. */
+static void ds_free_bufs(struct rsock *rs)
+{
+	free(rs->dsbuf);
+	free(rs->dsfree);
+	free(rs->dmsg);
+	rs->dsbuf = NULL;
+	rs->dsfree = NULL;
+	rs->dmsg = NULL;
+}
+
 int ds_init_ep(struct rsock *rs)
 {
 	int ret;
@@ -245,12 +256,7 @@ int ds_init_ep(struct rsock *rs)
 	pthread_mutex_unlock(&rs->conn_lock);
 	return 0;
 err:
-	free(rs->dsbuf);
-	free(rs->dsfree);
-	free(rs->dmsg);
-	rs->dsbuf = NULL;
-	rs->dsfree = NULL;
-	rs->dmsg = NULL;
+	ds_free_bufs(rs);
 	pthread_mutex_unlock(&rs->conn_lock);
 	return ret;
 }
@@ -1128,10 +1134,5 @@ void ds_free(struct rsock *rs)
 	if (rs->epfd >= 0)
 		close(rs->epfd);
 	rs->epfd = -1;
-	free(rs->dsbuf);
-	free(rs->dsfree);
-	free(rs->dmsg);
-	rs->dsbuf = NULL;
-	rs->dsfree = NULL;
-	rs->dmsg = NULL;
+	ds_free_bufs(rs);
 }
