@@ -60,7 +60,6 @@ struct uroce_engine {
 	pthread_t thread;
 	atomic_bool stop;
 	_Atomic uint64_t armed;          /* deadline the timerfd is set to, 0 = none */
-	atomic_bool batch_acks;          /* a QP holds an ACK until the receive batch ends */
 	uint64_t pub_due;                /* next counters publish (rc_qp.h); progress thread only */
 	/* The poll lease (see POLL_LEASE_US): when an application thread last busy-polled
 	 * (ns, 0 = it stopped), and whether the progress thread took the socket out of its
@@ -236,10 +235,20 @@ static void uncork(struct engine_qp *eq)
  * when a packet for another QP comes, when the QP has an error or SQ-drain event to raise
  * (uroce_rc_unlock_qp raises those), and at the end of the batch.  Per poller: on the
  * caller's stack. */
+#define RX_BUDGET 64                     /* packets per link per receive batch */
+#define RX_ACKS_MAX (2 * RX_BUDGET)      /* one per packet at most: UDP + shm */
+
 struct rx_batch {
 	struct uroce_engine *eng;
 	struct uroce_qp *held;           /* RC QP whose ctx->lock, lock and sq.lock are held */
 	struct engine_qp *held_eq;       /* its cork (NULL: not batching its sends) */
+	/* The QPs that hold an ACK until the batch ends (rc->ack_batch set here), by number:
+	 * flush_batch_acks visits these only, not every QP of the context (with 1,000 RC QPs
+	 * the walk was a third of a receiver's CPU).  By number, since a QP may be destroyed
+	 * before the batch ends; a number looked up again finds it or nothing. */
+	uint32_t acks[RX_ACKS_MAX];
+	unsigned nacks;
+	bool acks_overflow;              /* more than RX_ACKS_MAX: walk every QP instead */
 };
 
 static void rx_release(struct rx_batch *b)
@@ -260,9 +269,14 @@ static void rx_rc(struct rx_batch *b, struct uroce_qp *qp, struct uroce_rxpkt *p
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
-	if (rc->io.defer_acks) {
+	/* Each QP is listed once: a QP whose flag is already set is listed by this batch or by
+	 * another poller's, which flushes it when its batch ends. */
+	if (rc->io.defer_acks && !rc->ack_batch) {
 		rc->ack_batch = true;
-		atomic_store(&b->eng->batch_acks, true);
+		if (b->nacks < RX_ACKS_MAX)
+			b->acks[b->nacks++] = qp->qpx.qp_base.qp_num;
+		else
+			b->acks_overflow = true;
 	}
 	uroce_rc_input(qp, &p->pkt);
 	if (rc->pending_err != UROCE_RC_ERR_NONE || qp->attr.sq_draining)
@@ -371,15 +385,33 @@ static void flush_batch_ack(struct uroce_qp *qp, struct uroce_rc *rc)
 /* The end of a receive batch: send the ACKs its packets asked for, one per QP (the
  * responder coalesced them, rc_resp.c acknowledge).  An ACK deferred on a timer (the QP is
  * sending too) stays deferred. */
-static void flush_batch_acks(struct uroce_engine *eng)
+static void flush_batch_acks(struct rx_batch *b)
 {
-	if (atomic_exchange(&eng->batch_acks, false))
-		each_rc_qp(eng, flush_batch_ack);
+	struct uroce_context *ctx = b->eng->ctx;
+
+	if (b->acks_overflow) {
+		each_rc_qp(b->eng, flush_batch_ack);
+	} else if (b->nacks) {
+		pthread_mutex_lock(&ctx->lock);
+		for (unsigned i = 0; i < b->nacks; i++) {
+			struct uroce_qp *qp = uroce_qptable_lookup(&ctx->qp_by_num, b->acks[i]);
+
+			if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+				continue;
+			pthread_mutex_lock(&qp->lock);
+			if (uroce_rc_of(qp))
+				flush_batch_ack(qp, uroce_rc_of(qp));
+			uroce_rc_unlock_qp(qp);
+		}
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	b->nacks = 0;
+	b->acks_overflow = false;
 }
 
 /* One receive batch from each link: the UDP socket and the shared-memory rings, up to
- * RX_BUDGET packets each.  *more: a budget was used up, more may be waiting. */
-#define RX_BUDGET 64
+ * RX_BUDGET packets each (RX_BUDGET, above).  *more: a budget was used up, more may be
+ * waiting. */
 
 /* A context with shared-memory links whose UDP socket was empty at the last UDP_QUIET
  * polls of this thread reads it at every UDP_QUIET_EVERY-th poll only: a busy poller, or
@@ -421,7 +453,7 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 		atomic_fetch_add_explicit(on_progress_thread ? &eng->rx_progress : &eng->rx_app,
 					  (uint64_t)n, memory_order_relaxed);
 
-	flush_batch_acks(eng);
+	flush_batch_acks(&b);
 	return n;
 }
 
