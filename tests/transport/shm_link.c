@@ -591,6 +591,15 @@ static int run_stall(struct node *n, pid_t child)
 	xfer(n->sock, &ok, sizeof(ok), false);
 	if (kill(child, SIGSTOP))
 		DIE("SIGSTOP: %s", strerror(errno));
+	/* kill() returns before the child has stopped: on a loaded CPU its progress thread
+	 * went on draining the ring for a while, so the ring never stayed full (1 run in 40
+	 * under two busy loops).  Send only once every thread of it is stopped. */
+	{
+		int st;
+
+		if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st))
+			DIE("the responder did not stop (waitpid: %s)", strerror(errno));
+	}
 	{
 		struct ibv_sge sg = { (uintptr_t)n->buf, 1u << 20, n->mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND };
