@@ -352,23 +352,27 @@ static int rx_one(void *arg, struct uroce_rxpkt *p)
 
 /* Run @fn on every RC QP of @eng's context that has a transport, under the context's lock
  * and the QP's. */
+/* Run @fn on @qp under its lock if it is an RC QP with a transport (ctx->lock held). */
+static void on_rc_qp(struct uroce_qp *qp, void (*fn)(struct uroce_qp *, struct uroce_rc *))
+{
+	struct uroce_rc *rc;
+
+	if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
+		return;
+	pthread_mutex_lock(&qp->lock);
+	rc = uroce_rc_of(qp);
+	if (rc)
+		fn(qp, rc);
+	uroce_rc_unlock_qp(qp);
+}
+
 static void each_rc_qp(struct uroce_engine *eng, void (*fn)(struct uroce_qp *, struct uroce_rc *))
 {
 	struct uroce_context *ctx = eng->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
-	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
-		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
-		struct uroce_rc *rc;
-
-		if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
-			continue;
-		pthread_mutex_lock(&qp->lock);
-		rc = uroce_rc_of(qp);
-		if (rc)
-			fn(qp, rc);
-		uroce_rc_unlock_qp(qp);
-	}
+	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next)
+		on_rc_qp(container_of(n, struct uroce_qp, ctx_node), fn);
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -393,25 +397,17 @@ static void flush_batch_acks(struct rx_batch *b)
 		each_rc_qp(b->eng, flush_batch_ack);
 	} else if (b->nacks) {
 		pthread_mutex_lock(&ctx->lock);
-		for (unsigned i = 0; i < b->nacks; i++) {
-			struct uroce_qp *qp = uroce_qptable_lookup(&ctx->qp_by_num, b->acks[i]);
-
-			if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->transport)
-				continue;
-			pthread_mutex_lock(&qp->lock);
-			if (uroce_rc_of(qp))
-				flush_batch_ack(qp, uroce_rc_of(qp));
-			uroce_rc_unlock_qp(qp);
-		}
+		for (unsigned i = 0; i < b->nacks; i++)
+			on_rc_qp(uroce_qptable_lookup(&ctx->qp_by_num, b->acks[i]), flush_batch_ack);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	b->nacks = 0;
 	b->acks_overflow = false;
 }
 
-/* One receive batch from each link: the UDP socket and the shared-memory rings, up to
- * RX_BUDGET packets each (RX_BUDGET, above).  *more: a budget was used up, more may be
- * waiting. */
+/* poll_batch (below): one receive batch from each link, the UDP socket and the
+ * shared-memory rings, up to RX_BUDGET packets each.  *more: a budget was used up, more
+ * may be waiting. */
 
 /* A context with shared-memory links whose UDP socket was empty at the last UDP_QUIET
  * polls of this thread reads it at every UDP_QUIET_EVERY-th poll only: a busy poller, or
@@ -433,8 +429,16 @@ static bool udp_due(struct uroce_engine *eng)
 
 static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 {
-	struct rx_batch b = { .eng = eng };
+	/* Not `= { .eng = eng }`: that would zero acks[] (512 bytes) at every poll, a busy
+	 * poller's too; only nacks says how much of it is used. */
+	struct rx_batch b;
 	int n = 0, m = 0;
+
+	b.eng = eng;
+	b.held = NULL;
+	b.held_eq = NULL;
+	b.nacks = 0;
+	b.acks_overflow = false;
 
 	if (udp || udp_due(eng)) {
 		/* An application thread polls again at once: it may read short (netio.h). */
