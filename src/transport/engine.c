@@ -27,6 +27,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -83,6 +84,13 @@ struct uroce_engine {
 	 * (engine_qp.parked); set when one is, cleared by flush_parked before it looks. */
 	atomic_bool any_parked;
 	uint64_t autocork_ns;            /* 0 = off (UROCE_AUTOCORK=0) */
+	/* In-flight budgets, one per UDP destination (see "Credits" below): a list that only
+	 * grows while the context lives (pushed under dest_lock, read without it). */
+	struct eng_dest *_Atomic dests;
+	pthread_mutex_t dest_lock;
+	int64_t dest_budget;             /* bytes per destination; 0 = no budgets */
+	atomic_bool cr_kick;             /* credits came back while QPs wait for them */
+	_Atomic uint64_t cr_waits;       /* requests refused (UROCE_ENGINE_STATS) */
 };
 
 /* `uroce stat` reads QP counters from shared memory: publish them this often while they
@@ -125,6 +133,12 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
 	uint8_t *slots;                  /* ENG_BATCH + 1 of ENG_SLOT, allocated on first cork */
+	/* Credits (RC over UDP): the destination's budget, whether the QP is in its queue of
+	 * waiters, and bytes granted to it by credit_kick for its next reservation. */
+	struct eng_dest *dest;
+	bool cr_waiting;
+	uint32_t cr_granted;
+	uint32_t qpn;                    /* the QP's number (the waiters' queue holds numbers) */
 	struct uroce_txpkt pk[ENG_BATCH];
 };
 
@@ -405,6 +419,221 @@ static void flush_batch_acks(struct rx_batch *b)
 	b->acks_overflow = false;
 }
 
+/* ------------------------------------------------------------ credits */
+
+/* Credits: an in-flight budget per UDP destination, shared by the context's RC QPs that
+ * reach it (rc.h io.credit_take).  Each QP's window alone (UROCE_RC_MAX_UNACKED_PSNS) is
+ * what one receive socket absorbs, but the receiving context has one socket for all its
+ * QPs: 1,000 windows are 128 MiB in flight against a buffer of 4 MiB at most (rmem_max),
+ * and the overflow was half of all packets sent again, after local ACK timeouts (bench/
+ * RESULTS.md, "Scale").  So the QPs reserve from one budget per destination GID, sized
+ * from our own receive buffer (the peer's is not known; a same-host peer's is the same).
+ * A QP refused waits in the destination's queue, first come first served: a request
+ * while others wait joins the queue, and credit_kick hands credits that came back to the
+ * queue's head, reserved for it, and runs its requester.  The budget covers RC only: UC
+ * and UD have no ACKs to return credits (they are unreliable; a lost packet is theirs to
+ * lose), and the shared-memory link has its own backpressure (io.busy). */
+struct eng_dest {
+	struct eng_dest *next;
+	uint8_t gid[16];
+	_Atomic int64_t free;            /* bytes not reserved */
+	atomic_uint nwait;               /* QPs in the queue */
+	pthread_mutex_t lock;            /* the queue */
+	struct dest_waiter {
+		uint32_t qpn, bytes;
+	} *q;
+	unsigned head, cap;              /* ring of cap entries, nwait of them from head */
+};
+
+/* A budget is at least one QP's whole window at the largest MTU: a single QP is limited by
+ * its window only, as without budgets.  UROCE_UDP_INFLIGHT_KB may ask for less (the tests'
+ * smallest budget), down to the largest run a QP reserves at once, which must always fit. */
+#define CREDIT_MIN_BYTES (UROCE_RC_MAX_UNACKED_PSNS * 4096)
+#define CREDIT_RUN_MAX (UROCE_RC_MAX_PKT_PER_ACK * 4096)
+
+static struct eng_dest *dest_get(struct uroce_engine *eng, const uint8_t gid[16])
+{
+	struct eng_dest *d;
+
+	pthread_mutex_lock(&eng->dest_lock);
+	for (d = atomic_load(&eng->dests); d; d = d->next)
+		if (!memcmp(d->gid, gid, 16))
+			break;
+	if (!d && (d = calloc(1, sizeof(*d)))) {
+		memcpy(d->gid, gid, 16);
+		atomic_init(&d->free, eng->dest_budget);
+		pthread_mutex_init(&d->lock, NULL);
+		d->next = atomic_load(&eng->dests);
+		atomic_store(&eng->dests, d);
+	}
+	pthread_mutex_unlock(&eng->dest_lock);
+	return d;
+}
+
+static void dests_free(struct uroce_engine *eng)
+{
+	struct eng_dest *d = atomic_load(&eng->dests), *next;
+
+	for (; d; d = next) {
+		next = d->next;
+		pthread_mutex_destroy(&d->lock);
+		free(d->q);
+		free(d);
+	}
+	pthread_mutex_destroy(&eng->dest_lock);
+}
+
+static POLL_TLS bool in_poll_batch;
+
+/* Credits came back or a waiter joined: a kick at the end of the next receive batch (the
+ * progress thread wakes for it unless this is one). */
+static void kick_soon(struct uroce_engine *eng)
+{
+	atomic_store(&eng->cr_kick, true);
+	if (!in_poll_batch)
+		doorbell(eng);
+}
+
+static void credit_return(struct engine_qp *eq, struct eng_dest *d, uint32_t bytes)
+{
+	/* seq_cst, with credit_take's: either the giver sees the new waiter, or the waiter
+	 * sees the credits. */
+	atomic_fetch_add(&d->free, bytes);
+	if (atomic_load(&d->nwait))
+		kick_soon(eq->eng);
+}
+
+static bool eng_credit_take(void *arg, uint32_t bytes)
+{
+	struct engine_qp *eq = arg;
+	struct eng_dest *d = eq->dest;
+	int64_t cur;
+
+	if (eq->cr_granted) {                   /* credit_kick's grant */
+		uint32_t g = eq->cr_granted;
+
+		eq->cr_granted = 0;
+		if (g >= bytes) {
+			if (g > bytes)
+				credit_return(eq, d, g - bytes);
+			return true;
+		}
+		credit_return(eq, d, g);
+	}
+	if (!eq->cr_waiting && !atomic_load(&d->nwait)) {
+		cur = atomic_load(&d->free);
+		while (cur >= bytes)
+			if (atomic_compare_exchange_weak(&d->free, &cur, cur - bytes))
+				return true;
+	}
+	atomic_fetch_add_explicit(&eq->eng->cr_waits, 1, memory_order_relaxed);
+	if (eq->cr_waiting)
+		return false;                   /* queued already: its turn comes */
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load(&d->nwait) == d->cap) {
+		unsigned cap = d->cap ? 2 * d->cap : 64, n = atomic_load(&d->nwait);
+		struct dest_waiter *q = malloc(cap * sizeof(*q));
+
+		if (!q) {
+			pthread_mutex_unlock(&d->lock);
+			return false;           /* not queued: its retransmission timer or next post */
+		}
+		for (unsigned i = 0; i < n; i++)
+			q[i] = d->q[(d->head + i) % (d->cap ? d->cap : 1)];
+		free(d->q);
+		d->q = q;
+		d->head = 0;
+		d->cap = cap;
+	}
+	d->q[(d->head + atomic_load(&d->nwait)) % d->cap] = (struct dest_waiter){ eq->qpn, bytes };
+	atomic_fetch_add(&d->nwait, 1);
+	eq->cr_waiting = true;
+	pthread_mutex_unlock(&d->lock);
+	/* Credits returned between the look above and the queueing saw no waiter. */
+	if (atomic_load(&d->free) >= bytes)
+		kick_soon(eq->eng);
+	return false;
+}
+
+static void eng_credit_give(void *arg, uint32_t bytes)
+{
+	struct engine_qp *eq = arg;
+
+	credit_return(eq, eq->dest, bytes);
+}
+
+/* Run the requester of a QP that credit_kick granted @bytes (ctx->lock held). */
+static void credit_resume(struct uroce_engine *eng, struct eng_dest *d, uint32_t qpn, uint32_t bytes)
+{
+	struct uroce_qp *qp = uroce_qptable_lookup(&eng->ctx->qp_by_num, qpn);
+	struct engine_qp *eq = NULL, *ceq;
+	struct uroce_rc *rc;
+
+	if (qp && qp->qpx.qp_base.qp_type == IBV_QPT_RC && qp->transport) {
+		pthread_mutex_lock(&qp->lock);
+		rc = uroce_rc_of(qp);
+		eq = engine_qp_of(rc);
+		if (eq && eq->dest == d && eq->cr_waiting) {
+			eq->cr_waiting = false;
+			eq->cr_granted += bytes;
+			pthread_mutex_lock(&qp->sq.lock);
+			ceq = cork(qp);
+			uroce_rc_requester(qp, true);
+			uncork(ceq);
+			pthread_mutex_unlock(&qp->sq.lock);
+			/* Not used (the QP has nothing to send, or wants more): back to the pool. */
+			if (eq->cr_granted) {
+				bytes = eq->cr_granted;
+				eq->cr_granted = 0;
+			} else {
+				bytes = 0;
+			}
+		} else {
+			eq = NULL;
+		}
+		uroce_rc_unlock_qp(qp);
+	}
+	if (bytes)
+		atomic_fetch_add(&d->free, bytes);
+}
+
+/* Hand credits that came back to the waiters, in the order they came, while the head's
+ * request fits (no locks held). */
+static void credit_kick(struct uroce_engine *eng)
+{
+	if (!atomic_load_explicit(&eng->cr_kick, memory_order_relaxed) ||
+	    !atomic_exchange(&eng->cr_kick, false))
+		return;
+	for (struct eng_dest *d = atomic_load(&eng->dests); d; d = d->next) {
+		while (atomic_load(&d->nwait)) {
+			struct dest_waiter w;
+			int64_t cur;
+
+			pthread_mutex_lock(&d->lock);
+			if (!atomic_load(&d->nwait)) {
+				pthread_mutex_unlock(&d->lock);
+				break;
+			}
+			w = d->q[d->head];
+			cur = atomic_load(&d->free);
+			do {
+				if (cur < w.bytes)
+					break;
+			} while (!atomic_compare_exchange_weak(&d->free, &cur, cur - w.bytes));
+			if (cur < w.bytes) {
+				pthread_mutex_unlock(&d->lock);
+				break;          /* the next return kicks again */
+			}
+			d->head = (d->head + 1) % d->cap;
+			atomic_fetch_sub(&d->nwait, 1);
+			pthread_mutex_unlock(&d->lock);
+			pthread_mutex_lock(&eng->ctx->lock);
+			credit_resume(eng, d, w.qpn, w.bytes);
+			pthread_mutex_unlock(&eng->ctx->lock);
+		}
+	}
+}
+
 /* poll_batch (below): one receive batch from each link, the UDP socket and the
  * shared-memory rings, up to RX_BUDGET packets each.  *more: a budget was used up, more
  * may be waiting. */
@@ -439,6 +668,7 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 	b.held_eq = NULL;
 	b.nacks = 0;
 	b.acks_overflow = false;
+	in_poll_batch = true;
 
 	if (udp || udp_due(eng)) {
 		/* An application thread polls again at once: it may read short (netio.h). */
@@ -458,6 +688,8 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 					  (uint64_t)n, memory_order_relaxed);
 
 	flush_batch_acks(&b);
+	in_poll_batch = false;
+	credit_kick(eng);
 	return n;
 }
 
@@ -863,6 +1095,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		return -ENOMEM;
 	eng->ctx = ctx;
 	eng->epfd = eng->tfd = eng->efd = -1;
+	pthread_mutex_init(&eng->dest_lock, NULL);
 	{
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
@@ -877,6 +1110,29 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	ret = shm_start(eng);
 	if (ret)
 		goto err;
+	{
+		/* Credits: the budget per UDP destination is a quarter of what SO_RCVBUF
+		 * reads, the limit the kernel holds a socket's queued datagrams to, counted
+		 * with their overhead (it reads twice the size asked for).  Measured with
+		 * 1,000 QPs on lo at MTU 1024 and an 8 MiB reading: a half still overflowed
+		 * the receiver (200 UdpRcvbufErrors in 5 s), a quarter never did (bench/
+		 * RESULTS.md).  UROCE_UDP_INFLIGHT_KB overrides it, 0 = no budgets. */
+		const char *v = getenv("UROCE_UDP_INFLIGHT_KB");
+		int rb = 0;
+		socklen_t sl = sizeof(rb);
+
+		if (v && *v) {
+			eng->dest_budget = strtoll(v, NULL, 10) * 1024;
+			if (eng->dest_budget > 0 && eng->dest_budget < CREDIT_RUN_MAX)
+				eng->dest_budget = CREDIT_RUN_MAX;
+		} else if (!getsockopt(uroce_netio_fd(eng->nio), SOL_SOCKET, SO_RCVBUF, &rb, &sl)) {
+			eng->dest_budget = rb / 4;
+			if (eng->dest_budget < CREDIT_MIN_BYTES)
+				eng->dest_budget = CREDIT_MIN_BYTES;
+		}
+		if (eng->dest_budget < 0)
+			eng->dest_budget = 0;
+	}
 	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
 	eng->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	eng->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -920,6 +1176,7 @@ err:
 		close(eng->tfd);
 	if (eng->efd >= 0)
 		close(eng->efd);
+	pthread_mutex_destroy(&eng->dest_lock);
 	free(eng);
 	return ret;
 }
@@ -1188,6 +1445,12 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	io.xmitv = eng_xmitv;
 	io.flush = eng_io_flush;
 	io.busy = eq->link ? eng_busy : NULL;
+	eq->qpn = qp->qpx.qp_base.qp_num;
+	if (!eq->link && qp->qpx.qp_base.qp_type == IBV_QPT_RC && eng->dest_budget &&
+	    (eq->dest = dest_get(eng, eq->dst.gid))) {
+		io.credit_take = eng_credit_take;
+		io.credit_give = eng_credit_give;
+	}
 	/* UROCE_ACK_BATCH=0: an ACK per AckReq at once, as rxe; UROCE_ACK_DEFER=0: no timed
 	 * deferral behind the QP's next request (rc_resp.c acknowledge). */
 	io.defer_acks = qp->qpx.qp_base.qp_type == IBV_QPT_RC && !env_off("UROCE_ACK_BATCH");
@@ -1467,7 +1730,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		uroce_netio_stats(eng->nio, &st);
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
-			"shm_tx_waits=%llu shm_tx_full=%llu\n", (int)getpid(),
+			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1475,13 +1738,15 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_RX_PACKETS] : 0),
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_WAKE_TX] : 0),
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_WAITS] : 0),
-			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_FULL] : 0));
+			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_FULL] : 0),
+			(unsigned long long)atomic_load(&eng->cr_waits));
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);
 	close(eng->epfd);
 	close(eng->tfd);
 	close(eng->efd);
+	dests_free(eng);
 	free(eng);
 	ctx->transport = NULL;
 }

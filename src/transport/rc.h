@@ -121,6 +121,7 @@ struct uroce_rc_stats {
 	uint64_t atomic_replays;                 /* duplicate atomics answered from the cache */
 	uint64_t read_replays;
 	uint64_t drops[UROCE_RC_DROP_NUM];
+	uint64_t credit_waits;                   /* the requester waited for budget (io.credit_take) */
 };
 
 /* ---- the per-QP engine state ---- */
@@ -169,6 +170,16 @@ struct uroce_rc_io {
 	 * window, and looks again at t_busy (timers.c).  Backpressure instead of loss: 1,000
 	 * QPs' windows are 500 MiB against a 1 MiB ring. */
 	bool (*busy)(void *arg);
+	/* Optional: a budget of PSNs in flight that the QP shares with other QPs (engine.c:
+	 * those of a context that reach one destination over UDP, so that 1,000 windows do not
+	 * overflow the one receive socket behind it).  The requester reserves a run of PSNs
+	 * ending with an AckReq before it sends the run's first packet (rc_req.c credits);
+	 * credit_take returns false when the budget has none now: the QP waits, and the sink
+	 * runs its requester again when credits come back.  credit_give returns what the
+	 * completer freed.  Counted in bytes: PSNs times the path MTU (fixed while the QP
+	 * holds credits, from RTS on).  Both under the QP's lock. */
+	bool (*credit_take)(void *arg, uint32_t bytes);
+	void (*credit_give)(void *arg, uint32_t bytes);
 	void *arg;
 	/* ACK policy (rc_resp.c acknowledge).  defer_acks: one ACK per receive batch (the
 	 * engine sets rc->ack_batch while it delivers one).  defer_timed: also hold ACKs while
@@ -222,6 +233,10 @@ struct uroce_rc {
 	uint32_t high_psn;               /* one past the highest PSN ever sent (retransmission count) */
 	uint32_t gb_psn;                 /* last PSN we went back to (one go-back per gap) */
 	bool gb_valid;
+	/* Credits of io.credit_take: cr_held PSNs of the shared budget are held for the PSNs
+	 * before cr_psn not yet acknowledged (uroce_rc_credit_sync returns the rest). */
+	uint32_t cr_psn;
+	uint32_t cr_held;
 
 	/* completer */
 	uint32_t comp_psn;               /* oldest PSN not yet acknowledged */
@@ -278,6 +293,9 @@ void uroce_rc_detach(struct uroce_qp *qp);
 void uroce_rc_to_rts(struct uroce_qp *qp);
 /* Run the requester (caller also holds sq.lock when @sq_locked). */
 void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked);
+/* Return to io.credit_give the credits of PSNs acknowledged since (all of them with @all:
+ * the QP stops sending, at error or detach).  Under the QP's lock. */
+void uroce_rc_credit_sync(struct uroce_rc *rc, bool all);
 /* One received, validated packet for this QP. */
 void uroce_rc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Timers: run every timer of the QP due at @now; return the next deadline (0 = none). */

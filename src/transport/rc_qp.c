@@ -211,6 +211,9 @@ static void print_stats(const struct uroce_qp *qp, const struct uroce_rc_stats *
 	for (int i = 0; i < UROCE_RC_DROP_NUM && n > 0 && (size_t)n < sizeof(line); i++)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%llu", uroce_rc_drop_name(i),
 			      (unsigned long long)s->drops[i]);
+	if (n > 0 && (size_t)n < sizeof(line))
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " credit_waits %llu",
+			      (unsigned long long)s->credit_waits);
 	if (n > 0 && (size_t)n < sizeof(line) - 1) {
 		line[n++] = '\n';
 		line[n] = 0;
@@ -225,6 +228,7 @@ void uroce_rc_detach(struct uroce_qp *qp)
 
 	if (!rc)
 		return;
+	uroce_rc_credit_sync(rc, true);
 	if (env && *env && *env != '0')
 		print_stats(qp, &rc->st);
 	pub_detach(qp, &rc->st);
@@ -308,6 +312,7 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 		ev = rc->pending_event;
 		rc->pending_err = UROCE_RC_ERR_NONE;
 		rc->t_retrans = rc->t_rnr = rc->t_busy = 0;
+		uroce_rc_credit_sync(rc, true);   /* it sends nothing more (IBA 10.3.1) */
 	} else if (rc && qp->attr.sq_draining && qp->attr.qp_state == IBV_QPS_SQD && sq_drained(qp)) {
 		/* IBA 11.6.3.3: the last WQE started before SQD completed; the QP may now
 		 * leave SQD, and the affiliated SQ Drained event is raised if it was asked
@@ -315,6 +320,8 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 		qp->attr.sq_draining = 0;
 		drained = qp->attr.en_sqd_async_notify;
 	}
+	if (rc && !fail)
+		uroce_rc_credit_sync(rc, false);
 	pthread_mutex_unlock(&qp->lock);
 	if (drained)
 		uroce_up_async_event(qp->uctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base, 0);

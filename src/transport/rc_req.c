@@ -4,7 +4,9 @@
  *   NEXT_WQE      pick the WQE at req_idx; stop when the queue is empty, a fence or the
  *                 max_rd_atomic credit (IBA 9.7.7.2, 10.8.3.3) holds it back
  *   LOCAL_OP      LOCAL_INV, BIND_MW: executed here, no packets (IBA 10.6.7, 10.8.2)
- *   CHECK_WINDOW  at most UROCE_RC_MAX_UNACKED_PSNS PSNs outstanding (rxe's window)
+ *   CHECK_WINDOW  at most UROCE_RC_MAX_UNACKED_PSNS PSNs outstanding (rxe's window), the
+ *                 link not backed up (io.busy), and credits for the packet from a budget
+ *                 shared with other QPs, where the sink has one (io.credit_take, below)
  *   BUILD         one packet: opcode by message position, the WQE's next PSN (psn.h),
  *                 AckReq on the last packet and every 64 packets (IBA 9.7.4.1.4, rxe)
  *   WAIT / DONE   leave the loop (WAIT: something must come back first)
@@ -124,6 +126,62 @@ int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const stru
 	return ret;
 }
 
+/* Credits (io.credit_take).  The requester reserves a run of PSNs before it sends the
+ * run's first packet, and the run's last packet asks for an ACK (build_one): so a QP that
+ * waits for credits has nothing in flight that nobody will acknowledge, and the ACKs of
+ * every QP's runs keep freeing credits for the others.  A run ends where an AckReq falls
+ * anyway (the message's end, every UROCE_RC_MAX_PKT_PER_ACK packets), so on a path with
+ * credits to spare the packets are exactly those without a budget.  A READ reserves its
+ * responses (they are what fills a receive socket), at most one run's worth; an atomic one
+ * PSN.  Retransmissions (a go-back behind cr_psn) use the credits already held. */
+static uint32_t credit_run(const struct uroce_rc *rc, const struct uroce_wqe *w,
+			   const struct uroce_rc_swqe *sw)
+{
+	uint32_t len, left;
+
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
+	len = sw->started ? sw->len : uroce_rc_wqe_len(rc->qp, w);
+	left = len > rc->req_off ? npkts_for(rc, len - rc->req_off) : 1;
+	if (w->opcode == IBV_WR_RDMA_READ)
+		return left < UROCE_RC_MAX_PKT_PER_ACK ? left : UROCE_RC_MAX_PKT_PER_ACK;
+	return left < UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts ? left
+	       : UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts;
+}
+
+void uroce_rc_credit_sync(struct uroce_rc *rc, bool all)
+{
+	uint32_t keep = 0;
+
+	if (!rc->cr_held)
+		return;
+	if (!all && psn_before(rc->comp_psn, rc->cr_psn))
+		keep = psn_dist(rc->comp_psn, rc->cr_psn);
+	if (keep < rc->cr_held) {
+		rc->io.credit_give(rc->io.arg, (rc->cr_held - keep) * rc->mtu);
+		rc->cr_held = keep;
+	}
+}
+
+/* Credits for the packet at @next: held already, or reserved now.  False: wait. */
+static bool credit_for(struct uroce_rc *rc, uint32_t next, const struct uroce_wqe *w,
+		       const struct uroce_rc_swqe *sw)
+{
+	uint32_t n;
+
+	if (rc->cr_held && psn_before(next, rc->cr_psn))
+		return true;
+	uroce_rc_credit_sync(rc, false);
+	n = credit_run(rc, w, sw);
+	if (!rc->io.credit_take(rc->io.arg, n * rc->mtu)) {
+		rc->st.credit_waits++;
+		return false;
+	}
+	rc->cr_held += n;
+	rc->cr_psn = psn_add(next, n);
+	return true;
+}
+
 /* Build and send the next packet of WQE @w.  Returns false when the WQE failed. */
 static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw)
 {
@@ -216,7 +274,8 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 	}
 	p.bth.psn = psn;
 	rc->noack_pkts++;
-	if (last || rc->noack_pkts >= UROCE_RC_MAX_PKT_PER_ACK) {
+	if (last || rc->noack_pkts >= UROCE_RC_MAX_PKT_PER_ACK ||
+	    (rc->cr_held && psn_add(psn, 1) == rc->cr_psn)) {   /* a run's end (credits) */
 		p.bth.ackreq = true;
 		rc->noack_pkts = 0;
 	}
@@ -363,6 +422,8 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 					uroce_rc_timer_retrans_arm(rc);
 				state = UROCE_REQ_WAIT;
 			}
+			if (state == UROCE_REQ_BUILD && rc->io.credit_take && !credit_for(rc, next, w, sw))
+				state = UROCE_REQ_WAIT;
 			break;
 		}
 		case UROCE_REQ_BUILD:

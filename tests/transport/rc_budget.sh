@@ -1,0 +1,82 @@
+#!/bin/sh
+# rc_budget.sh UROCE CASE — the in-flight budget per UDP destination (engine.c, "Credits"):
+# many RC QPs of one context stream to one peer over UDP without overflowing the peer's
+# receive socket.  Debian's unmodified perftest, server and client as two processes on lo,
+# UROCE_LINK=udp (the shared-memory link has its own backpressure).  Run by
+# tests/daemon/nsrun.sh: the network namespace is the test's own, so /proc/net/snmp's
+# UDP counters are this test's packets only.
+#
+#   stream   ib_write_bw -q 1000 -s 65536 for 3 s: the receiver's socket drops (RcvbufErrors)
+#            at most 0.1% of the client's packets and the client's QPs send at most 1% of
+#            them again; the client's QPs waited for credits (credit_waits > 0, uroce's
+#            counters), so the budget was what held them back
+#   off      the negative control: the same with UROCE_UDP_INFLIGHT_KB=0 (no budget) must
+#            fail stream's first check (more than 0.1% of the packets dropped; 1% was seen)
+#            and wait for no credits -- so the check can fail, and 1,000 windows are what
+#            overflows the socket
+#   faults   the smallest budget (256 KiB) under UROCE_FAULT loss, duplication and
+#            reordering, for each of ib_write_bw, ib_read_bw and ib_atomic_bw -q 64 with a
+#            fixed number of iterations: every run finishes (a credit never lost, a waiter
+#            never forgotten) and waited for credits
+set -u
+UROCE=$1
+CASE=$2
+. "$(dirname "$0")/../daemon/lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export UROCE_RC_STATS=1 UROCE_LINK=udp
+topo_setup lo || exit 1
+port=18515
+
+# UDP counter NAME of this namespace (/proc/net/snmp: a header line, then the values).
+udp_stat() {
+	awk -v k="$1" '$1 == "Udp:" { if (!h) { for (i = 2; i <= NF; i++) col[$i] = i; h = 1 }
+			else { print $col[k]; exit } }' /proc/net/snmp
+}
+# Sum of a counter over the QPs' "uroce rc qp" lines of FILE (UROCE_RC_STATS).
+qp_sum() {
+	awk -v k="$1" '/^uroce rc qp/ { for (i = 1; i < NF; i++) if ($i == k) s += $(i + 1) }
+		END { print s + 0 }' "$2"
+}
+
+stream() { # ENV...: one ib_write_bw -q 1000 pair; sets tx retrans waits drops
+	a="ib_write_bw -x 0 -F --report_gbits -s 65536 -D 3 -q 1000"
+	d0=$(udp_stat RcvbufErrors)
+	export "$@"
+	run_pair 300 $port "$a" "$a $SADDR" || return 1
+	tx=$(qp_sum tx "$tmp/cli")
+	retrans=$(qp_sum retrans "$tmp/cli")
+	waits=$(qp_sum credit_waits "$tmp/cli")
+	drops=$(( $(udp_stat RcvbufErrors) - d0 ))
+	echo "client: $tx packets, $retrans sent again, $waits credit waits; receive buffer overflows: $drops"
+	[ "$tx" -gt 100000 ] || fail "only $tx packets sent: nothing streamed"
+}
+
+case $CASE in
+stream)
+	if stream UROCE_ENGINE_STATS=1; then
+		[ $((drops * 1000)) -le "$tx" ] || fail "$drops of $tx packets overflowed the receiver's socket (> 0.1%)"
+		[ $((retrans * 100)) -le "$tx" ] || fail "$retrans of $tx packets sent again (> 1%)"
+		[ "$waits" -gt 0 ] || fail "no QP waited for credits: the budget did not hold anything back"
+	fi ;;
+off)
+	if stream UROCE_UDP_INFLIGHT_KB=0; then
+		[ $((drops * 1000)) -gt "$tx" ] ||
+			fail "without a budget only $drops of $tx packets overflowed (<= 0.1%): the stream case proves nothing here"
+		[ "$waits" -eq 0 ] || fail "$waits credit waits with the budget off"
+	fi ;;
+faults)
+	export UROCE_UDP_INFLIGHT_KB=256 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
+	for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 100" "ib_atomic_bw -A FETCH_AND_ADD -n 2000"; do
+		port=$((port + 1))
+		a="$t -x 0 -F -q 64 -p $port"
+		run_pair 300 $port "$a" "$a $SADDR" || continue
+		w=$(qp_sum credit_waits "$tmp/cli")
+		echo "${t%% *}: $w credit waits"
+		[ "$w" -gt 0 ] || fail "${t%% *}: no QP waited for credits at a 256 KiB budget"
+	done ;;
+*)
+	echo "unknown case $CASE"; exit 2 ;;
+esac
+[ $fails -eq 0 ] && echo "PASS $CASE"
+exit $([ $fails -eq 0 ] && echo 0 || echo 1)
