@@ -483,14 +483,17 @@ static void dests_free(struct uroce_engine *eng)
 	pthread_mutex_destroy(&eng->dest_lock);
 }
 
-static POLL_TLS bool in_poll_batch;
+/* This thread is in a receive batch (poll_batch) or a post (uroce_transport_post up to
+ * uroce_transport_unlock_qp): it runs credit_kick itself when it has released its locks. */
+static POLL_TLS bool kick_here;
 
-/* Credits came back or a waiter joined: a kick at the end of the next receive batch (the
- * progress thread wakes for it unless this is one). */
+/* Credits came back or a waiter joined: credit_kick soon -- by this thread at the end of
+ * its batch or post, else by the progress thread, which the doorbell wakes.  (A doorbell
+ * per post was 48,000 write calls a second in ib_write_bw -q 1000 over UDP.) */
 static void kick_soon(struct uroce_engine *eng)
 {
 	atomic_store(&eng->cr_kick, true);
-	if (!in_poll_batch)
+	if (!kick_here)
 		doorbell(eng);
 }
 
@@ -668,7 +671,7 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 	b.held_eq = NULL;
 	b.nacks = 0;
 	b.acks_overflow = false;
-	in_poll_batch = true;
+	kick_here = true;
 
 	if (udp || udp_due(eng)) {
 		/* An application thread polls again at once: it may read short (netio.h). */
@@ -688,8 +691,8 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 					  (uint64_t)n, memory_order_relaxed);
 
 	flush_batch_acks(&b);
-	in_poll_batch = false;
 	credit_kick(eng);
+	kick_here = false;
 	return n;
 }
 
@@ -1567,6 +1570,7 @@ bool uroce_transport_post(struct uroce_qp *qp)
 {
 	if (!qp->transport)
 		return false;
+	kick_here = true;   /* until uroce_transport_unlock_qp, which verbs calls next */
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD) {
 		uroce_ud_requester(qp);
 		return true;
@@ -1612,7 +1616,13 @@ bool uroce_transport_post(struct uroce_qp *qp)
 
 void uroce_transport_unlock_qp(struct uroce_qp *qp)
 {
+	struct uroce_engine *eng = qp->uctx->transport;
+
+	kick_here = true;   /* the unlock may return credits (uroce_rc_credit_sync) */
 	uroce_rc_unlock_qp(qp);
+	if (eng)
+		credit_kick(eng);   /* no lock held here (verbs' post and modify paths) */
+	kick_here = false;
 }
 
 /* Empty drains in a row after which a busy-polling thread yields its CPU (default; the
