@@ -446,10 +446,9 @@ struct eng_dest {
 };
 
 /* A budget is at least one QP's whole window at the largest MTU: a single QP is limited by
- * its window only, as without budgets.  UROCE_UDP_INFLIGHT_KB may ask for less (the tests'
- * smallest budget), down to the largest run a QP reserves at once, which must always fit. */
+ * its window only, as without budgets, and the largest reservation (a READ's, a window of
+ * responses) always fits. */
 #define CREDIT_MIN_BYTES (UROCE_RC_MAX_UNACKED_PSNS * 4096)
-#define CREDIT_RUN_MAX (UROCE_RC_MAX_PKT_PER_ACK * 4096)
 
 static struct eng_dest *dest_get(struct uroce_engine *eng, const uint8_t gid[16])
 {
@@ -538,8 +537,10 @@ static bool eng_credit_take(void *arg, uint32_t bytes)
 		struct dest_waiter *q = malloc(cap * sizeof(*q));
 
 		if (!q) {
+			/* Not queued, nothing would wake it: better over the budget than stuck. */
 			pthread_mutex_unlock(&d->lock);
-			return false;           /* not queued: its retransmission timer or next post */
+			atomic_fetch_sub(&d->free, bytes);
+			return true;
 		}
 		for (unsigned i = 0; i < n; i++)
 			q[i] = d->q[(d->head + i) % (d->cap ? d->cap : 1)];
@@ -845,6 +846,13 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
 /* Empty polls at most this far apart make a busy-polling thread; an application polling
  * once after each completion event does not take the lease. */
 #define POLL_SPIN_GAP_NS 20000ull
+/* A poll that finds packets renews the lease if this thread's previous poll was at most
+ * this long ago: ib_write_bw's sender polls the transport 0.1-1 ms apart (its CQ is rarely
+ * empty; 100 us kept the futex storm below), an application woken less than 1,000 times a
+ * second does not take the lease.  One woken more often that then waits on the channel's
+ * fd without ibv_get_cq_event leaves a datagram at most POLL_LEASE_US late, once per
+ * LEASE_BACKOFF_NS, as an application that stops busy-polling without a word. */
+#define POLL_FOUND_GAP_NS 1000000ull
 
 /* A lease that ran out with a datagram waiting in the socket delayed it by up to
  * POLL_LEASE_US: the application had stopped polling to wait some other way (a byte of its
@@ -985,6 +993,9 @@ static void *progress_thread(void *arg)
 				uroce_shm_wakeup(eng->shm);
 			}
 		}
+		/* Credits returned where no batch or post followed (a destroy, a timer's
+		 * error): the doorbell woke us for them, whoever holds the socket. */
+		credit_kick(eng);
 		/* Under the lease the application thread receives: only timers here. */
 		if (atomic_load(&eng->sock_off)) {
 			run_timers_if_due(eng);
@@ -1127,15 +1138,12 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		int rb = 0;
 		socklen_t sl = sizeof(rb);
 
-		if (v && *v) {
+		if (v && *v)
 			eng->dest_budget = strtoll(v, NULL, 10) * 1024;
-			if (eng->dest_budget > 0 && eng->dest_budget < CREDIT_RUN_MAX)
-				eng->dest_budget = CREDIT_RUN_MAX;
-		} else if (!getsockopt(uroce_netio_fd(eng->nio), SOL_SOCKET, SO_RCVBUF, &rb, &sl)) {
+		else if (!getsockopt(uroce_netio_fd(eng->nio), SOL_SOCKET, SO_RCVBUF, &rb, &sl))
 			eng->dest_budget = rb / 4;
-			if (eng->dest_budget < CREDIT_MIN_BYTES)
-				eng->dest_budget = CREDIT_MIN_BYTES;
-		}
+		if (eng->dest_budget > 0 && eng->dest_budget < CREDIT_MIN_BYTES)
+			eng->dest_budget = CREDIT_MIN_BYTES;
 		if (eng->dest_budget < 0)
 			eng->dest_budget = 0;
 	}
@@ -1640,6 +1648,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	static POLL_TLS int every = -1;         /* UROCE_POLL_YIELD, 0 if turned off, -2 unset */
 	static POLL_TLS int idle;               /* empty drains in a row, this thread */
 	static POLL_TLS uint64_t last_empty;    /* when this thread last drained nothing */
+	static POLL_TLS uint64_t last_poll;     /* ... last drained, as far as it read the clock */
 	static POLL_TLS unsigned empties;       /* empty drains in a row, this thread */
 	struct uroce_engine *eng = ctx->transport;
 	uint64_t now;
@@ -1670,12 +1679,18 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		idle = 0;
 		empties = 0;
 		/* A thread whose polls keep finding packets (a stream's ACKs between its
-		 * posts) receives as well as one whose polls find nothing: it renews the
-		 * lease too, or the progress thread, woken by each datagram on this thread's
-		 * CPU, blocks on the QP lock the poster holds (a futex wait and two context
-		 * switches per ACK: 13% of an ib_write_bw sender's CPU over UDP). */
-		if (eng->lease_ns)
-			atomic_store_explicit(&eng->poll_stamp, uroce_rc_clock(), memory_order_relaxed);
+		 * posts, at most POLL_FOUND_GAP_NS apart) receives as well as one whose
+		 * polls find nothing: it renews the lease too, or the progress thread, woken
+		 * by each datagram on this thread's CPU, blocks on the QP lock the poster
+		 * holds (a futex wait and two context switches per ACK: 13% of an
+		 * ib_write_bw sender's CPU over UDP).  A clock read per such poll: it has
+		 * just processed packets, which costs far more. */
+		if (eng->lease_ns) {
+			now = uroce_rc_clock();
+			if (now - last_poll < POLL_FOUND_GAP_NS)
+				atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
+			last_poll = now;
+		}
 		return got;
 	}
 	/* Two empty drains close together: this thread busy-polls; renew the lease, and run
@@ -1693,7 +1708,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		now = uroce_rc_clock();
 		if (now - last_empty < POLL_SPIN_GAP_NS)
 			atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
-		last_empty = now;
+		last_empty = last_poll = now;
 		if (due && now >= due && atomic_load(&eng->sock_off)) {
 			run_timers(eng);
 			got = 1;   /* a timer may have completed WQEs (errors, flushes) */

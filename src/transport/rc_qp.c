@@ -320,8 +320,11 @@ void uroce_rc_unlock_qp(struct uroce_qp *qp)
 		qp->attr.sq_draining = 0;
 		drained = qp->attr.en_sqd_async_notify;
 	}
+	/* A QP the application moved out of RTS/SQD (to Error) sends nothing more: its ACKs
+	 * and responses are dropped, so only this returns its credits (IBA 10.3.1). */
 	if (rc && !fail)
-		uroce_rc_credit_sync(rc, false);
+		uroce_rc_credit_sync(rc, qp->attr.qp_state != IBV_QPS_RTS &&
+				     qp->attr.qp_state != IBV_QPS_SQD);
 	pthread_mutex_unlock(&qp->lock);
 	if (drained)
 		uroce_up_async_event(qp->uctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base, 0);

@@ -132,8 +132,10 @@ int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const stru
  * every QP's runs keep freeing credits for the others.  A run ends where an AckReq falls
  * anyway (the message's end, every UROCE_RC_MAX_PKT_PER_ACK packets), so on a path with
  * credits to spare the packets are exactly those without a budget.  A READ reserves its
- * responses (they are what fills a receive socket), at most one run's worth; an atomic one
- * PSN.  Retransmissions (a go-back behind cr_psn) use the credits already held. */
+ * responses (they are what fills our receive socket), at most a window's worth
+ * (UROCE_RC_MAX_UNACKED_PSNS; its request asks for the whole message, so the responses of a
+ * READ longer than that are partly outside the budget); an atomic one PSN.  A go-back
+ * returns the credits (uroce_rc_go_back) and the resent packets reserve again. */
 static uint32_t credit_run(const struct uroce_rc *rc, const struct uroce_wqe *w,
 			   const struct uroce_rc_swqe *sw)
 {
@@ -144,7 +146,7 @@ static uint32_t credit_run(const struct uroce_rc *rc, const struct uroce_wqe *w,
 	len = sw->started ? sw->len : uroce_rc_wqe_len(rc->qp, w);
 	left = len > rc->req_off ? npkts_for(rc, len - rc->req_off) : 1;
 	if (w->opcode == IBV_WR_RDMA_READ)
-		return left < UROCE_RC_MAX_PKT_PER_ACK ? left : UROCE_RC_MAX_PKT_PER_ACK;
+		return left < UROCE_RC_MAX_UNACKED_PSNS ? left : UROCE_RC_MAX_UNACKED_PSNS;
 	return left < UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts ? left
 	       : UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts;
 }
@@ -483,4 +485,8 @@ void uroce_rc_go_back(struct uroce_rc *rc, uint32_t psn)
 		}
 	}
 	rc->comp_psn = rc->req_psn;
+	/* What was in flight was lost, NAKed or refused (RNR): it fills no receive socket any
+	 * more.  The credits go back, and the resent packets reserve again -- a QP that waits
+	 * out an RNR timer or retries to a dead peer holds none meanwhile. */
+	uroce_rc_credit_sync(rc, true);
 }

@@ -14,7 +14,7 @@
 #            fail stream's first check (more than 0.1% of the packets dropped; 1% was seen)
 #            and wait for no credits -- so the check can fail, and 1,000 windows are what
 #            overflows the socket
-#   faults   the smallest budget (256 KiB) under UROCE_FAULT loss, duplication and
+#   faults   the smallest budget (512 KiB) under UROCE_FAULT loss, duplication and
 #            reordering, for each of ib_write_bw, ib_read_bw and ib_atomic_bw -q 64 with a
 #            fixed number of iterations: every run finishes (a credit never lost, a waiter
 #            never forgotten) and waited for credits
@@ -31,8 +31,9 @@ port=18515
 # UDP counter NAME of this namespace (/proc/net/snmp: a header line, then the values).
 udp_stat() {
 	awk -v k="$1" '$1 == "Udp:" { if (!h) { for (i = 2; i <= NF; i++) col[$i] = i; h = 1 }
-			else { print $col[k]; exit } }' /proc/net/snmp
+			else { print $col[k]; exit } }' "$SNMP"
 }
+SNMP=/proc/net/snmp
 # Sum of a counter over the QPs' "uroce rc qp" lines of FILE (UROCE_RC_STATS).
 qp_sum() {
 	awk -v k="$1" '/^uroce rc qp/ { for (i = 1; i < NF; i++) if ($i == k) s += $(i + 1) }
@@ -66,14 +67,14 @@ off)
 		[ "$waits" -eq 0 ] || fail "$waits credit waits with the budget off"
 	fi ;;
 faults)
-	export UROCE_UDP_INFLIGHT_KB=256 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
+	export UROCE_UDP_INFLIGHT_KB=512 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
 	for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 100" "ib_atomic_bw -A FETCH_AND_ADD -n 2000"; do
 		port=$((port + 1))
 		a="$t -x 0 -F -q 64 -p $port"
 		run_pair 300 $port "$a" "$a $SADDR" || continue
 		w=$(qp_sum credit_waits "$tmp/cli")
 		echo "${t%% *}: $w credit waits"
-		[ "$w" -gt 0 ] || fail "${t%% *}: no QP waited for credits at a 256 KiB budget"
+		[ "$w" -gt 0 ] || fail "${t%% *}: no QP waited for credits at a 512 KiB budget"
 	done ;;
 *)
 	echo "unknown case $CASE"; exit 2 ;;

@@ -1626,6 +1626,110 @@ static void test_pkey(void)
 	world_fini(&w);
 }
 
+/* Credits (rc.h io.credit_take, rc_req.c): a mock budget of 64 KiB, half of one QP's
+ * window at MTU 1024, so qp[0] waits for its own ACKs to return credits.  Whatever the
+ * messages, losses and state changes, every credit comes back: after WRITEs and READs,
+ * under loss (go-backs return and re-reserve), when the application moves a QP with
+ * packets in flight to Error (nothing acknowledges them then), and at detach. */
+#define CR_BUDGET (64u << 10)
+static int64_t cr_free;
+static uint64_t cr_refused, cr_over;
+
+static bool mock_take(void *arg, uint32_t bytes)
+{
+	(void)arg;
+	if (cr_free < (int64_t)bytes) {
+		cr_refused++;
+		return false;
+	}
+	cr_free -= bytes;
+	return true;
+}
+
+static void mock_give(void *arg, uint32_t bytes)
+{
+	(void)arg;
+	cr_free += bytes;
+	if (cr_free > (int64_t)CR_BUDGET)
+		cr_over++;
+}
+
+static void credits_world(struct world *w, struct mem *m, const char *fault)
+{
+	struct world_opts o = { .timeout = 10, .retry_cnt = 7, .rnr_retry = 7 };
+
+	world_init(w, &o, fault);
+	mem_init(w, m);
+	cr_free = CR_BUDGET;
+	cr_refused = cr_over = 0;
+	for (int i = 0; i < 2; i++) {
+		struct uroce_rc *rc = uroce_rc_of(w->qp[i]);
+
+		rc->io.credit_take = mock_take;
+		rc->io.credit_give = mock_give;
+	}
+}
+
+static void test_credits(void)
+{
+	const char *faults[] = { NULL, "drop=0.05,dup=0.02,reorder=0.02,seed=5" };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+
+	for (unsigned f = 0; f < 2; f++) {
+		const uint32_t n = 16, len = 64u << 10;
+		bool ok = true;
+
+		credits_world(&w, &m, faults[f]);
+		fill(m.a, (size_t)n * len, 11 + f);
+		fill(m.b + (size_t)n * len, (size_t)4 * len, 21 + f);
+		for (uint32_t i = 0; i < n; i++) {
+			s = (struct ibv_sge){ (uintptr_t)m.a + (size_t)i * len, len, m.ma->mr.lkey };
+			CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED,
+				   (uintptr_t)m.b + (size_t)i * len, m.mb->mr.rkey, 0, 0) == 0, "write %u", i);
+		}
+		for (uint32_t i = 0; i < 4; i++) {   /* READs reserve their responses */
+			s = (struct ibv_sge){ (uintptr_t)m.a + (size_t)(n + i) * len, len, m.ma->mr.lkey };
+			CHECK(post(&w, 0, IBV_WR_RDMA_READ, n + i, &s, 1, IBV_SEND_SIGNALED,
+				   (uintptr_t)m.b + (size_t)(n + i) * len, m.mb->mr.rkey, 0, 0) == 0,
+			      "read %u", i);
+		}
+		for (uint32_t i = 0; i < n + 4; i++)
+			ok &= wait_wc(&w, 0, &wc) && wc.wr_id == i && wc.status == IBV_WC_SUCCESS;
+		CHECK(ok, "credits %s: every WRITE and READ completes in order",
+		      faults[f] ? faults[f] : "clean");
+		CHECK(!memcmp(m.a, m.b, (size_t)(n + 4) * len), "credits %s: the data arrived",
+		      faults[f] ? faults[f] : "clean");
+		CHECK(cr_refused > 0, "credits %s: the budget held the requester back",
+		      faults[f] ? faults[f] : "clean");
+		CHECK(cr_free == CR_BUDGET && !cr_over, "credits %s: all returned (%lld of %u free, %llu over)",
+		      faults[f] ? faults[f] : "clean", (long long)cr_free, CR_BUDGET,
+		      (unsigned long long)cr_over);
+		mem_fini(&m);
+		world_fini(&w);
+	}
+
+	/* Packets in flight that nobody will acknowledge (the peer unreachable), then the
+	 * application moves the QP to Error: the credits come back at once, not at detach. */
+	credits_world(&w, &m, NULL);
+	w.lost_to = 1u << 1;
+	s = (struct ibv_sge){ (uintptr_t)m.a, 64u << 10, m.ma->mr.lkey };
+	CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+		   m.mb->mr.rkey, 0, 0) == 0, "write");
+	CHECK(cr_free < (int64_t)CR_BUDGET, "credits held for the packets in flight");
+	pthread_mutex_lock(&w.qp[0]->lock);
+	w.qp[0]->attr.qp_state = IBV_QPS_ERR;     /* what verbs' modify does, then unlocks */
+	w.qp[0]->qpx.qp_base.state = IBV_QPS_ERR;
+	uroce_rc_unlock_qp(w.qp[0]);
+	CHECK(cr_free == CR_BUDGET, "moved to Error: credits returned (%lld of %u free)",
+	      (long long)cr_free, CR_BUDGET);
+	mem_fini(&m);
+	world_fini(&w);
+	CHECK(cr_free == CR_BUDGET && !cr_over, "after detach: all returned, none twice");
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -1655,6 +1759,7 @@ int main(int argc, char **argv)
 	test_mw_bind_rules();
 	test_rereg();
 	test_pkey();
+	test_credits();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
