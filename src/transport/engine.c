@@ -1131,7 +1131,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		/* Credits: the budget per UDP destination is a quarter of what SO_RCVBUF
 		 * reads, the limit the kernel holds a socket's queued datagrams to, counted
 		 * with their overhead (it reads twice the size asked for).  Measured with
-		 * 1,000 QPs on lo at MTU 1024 and an 8 MiB reading: a half still overflowed
+		 * 1,000 QPs on lo at MTU 4096 and an 8 MiB reading: a half still overflowed
 		 * the receiver (200 UdpRcvbufErrors in 5 s), a quarter never did (bench/
 		 * RESULTS.md).  UROCE_UDP_INFLIGHT_KB overrides it, 0 = no budgets. */
 		const char *v = getenv("UROCE_UDP_INFLIGHT_KB");
