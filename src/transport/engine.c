@@ -505,11 +505,21 @@ static void credit_return(struct engine_qp *eq, struct eng_dest *d, uint32_t byt
 		kick_soon(eq->eng);
 }
 
+/* Take @bytes from @d's budget if it has them. */
+static bool dest_reserve(struct eng_dest *d, uint32_t bytes)
+{
+	int64_t cur = atomic_load(&d->free);
+
+	while (cur >= bytes)
+		if (atomic_compare_exchange_weak(&d->free, &cur, cur - bytes))
+			return true;
+	return false;
+}
+
 static bool eng_credit_take(void *arg, uint32_t bytes)
 {
 	struct engine_qp *eq = arg;
 	struct eng_dest *d = eq->dest;
-	int64_t cur;
 
 	if (eq->cr_granted) {                   /* credit_kick's grant */
 		uint32_t g = eq->cr_granted;
@@ -522,12 +532,8 @@ static bool eng_credit_take(void *arg, uint32_t bytes)
 		}
 		credit_return(eq, d, g);
 	}
-	if (!eq->cr_waiting && !atomic_load(&d->nwait)) {
-		cur = atomic_load(&d->free);
-		while (cur >= bytes)
-			if (atomic_compare_exchange_weak(&d->free, &cur, cur - bytes))
-				return true;
-	}
+	if (!eq->cr_waiting && !atomic_load(&d->nwait) && dest_reserve(d, bytes))
+		return true;
 	atomic_fetch_add_explicit(&eq->eng->cr_waits, 1, memory_order_relaxed);
 	if (eq->cr_waiting)
 		return false;                   /* queued already: its turn comes */
@@ -542,8 +548,8 @@ static bool eng_credit_take(void *arg, uint32_t bytes)
 			atomic_fetch_sub(&d->free, bytes);
 			return true;
 		}
-		for (unsigned i = 0; i < n; i++)
-			q[i] = d->q[(d->head + i) % (d->cap ? d->cap : 1)];
+		for (unsigned i = 0; i < n; i++)   /* n == cap: none while cap is 0 */
+			q[i] = d->q[(d->head + i) % d->cap];
 		free(d->q);
 		d->q = q;
 		d->head = 0;
@@ -570,13 +576,11 @@ static void eng_credit_give(void *arg, uint32_t bytes)
 static void credit_resume(struct uroce_engine *eng, struct eng_dest *d, uint32_t qpn, uint32_t bytes)
 {
 	struct uroce_qp *qp = uroce_qptable_lookup(&eng->ctx->qp_by_num, qpn);
-	struct engine_qp *eq = NULL, *ceq;
-	struct uroce_rc *rc;
+	struct engine_qp *eq, *ceq;
 
 	if (qp && qp->qpx.qp_base.qp_type == IBV_QPT_RC && qp->transport) {
 		pthread_mutex_lock(&qp->lock);
-		rc = uroce_rc_of(qp);
-		eq = engine_qp_of(rc);
+		eq = engine_qp_of(uroce_rc_of(qp));
 		if (eq && eq->dest == d && eq->cr_waiting) {
 			eq->cr_waiting = false;
 			eq->cr_granted += bytes;
@@ -585,15 +589,9 @@ static void credit_resume(struct uroce_engine *eng, struct eng_dest *d, uint32_t
 			uroce_rc_requester(qp, true);
 			uncork(ceq);
 			pthread_mutex_unlock(&qp->sq.lock);
-			/* Not used (the QP has nothing to send, or wants more): back to the pool. */
-			if (eq->cr_granted) {
-				bytes = eq->cr_granted;
-				eq->cr_granted = 0;
-			} else {
-				bytes = 0;
-			}
-		} else {
-			eq = NULL;
+			/* What it did not use (nothing to send, or it wants more): back to the pool. */
+			bytes = eq->cr_granted;
+			eq->cr_granted = 0;
 		}
 		uroce_rc_unlock_qp(qp);
 	}
@@ -611,7 +609,6 @@ static void credit_kick(struct uroce_engine *eng)
 	for (struct eng_dest *d = atomic_load(&eng->dests); d; d = d->next) {
 		while (atomic_load(&d->nwait)) {
 			struct dest_waiter w;
-			int64_t cur;
 
 			pthread_mutex_lock(&d->lock);
 			if (!atomic_load(&d->nwait)) {
@@ -619,12 +616,7 @@ static void credit_kick(struct uroce_engine *eng)
 				break;
 			}
 			w = d->q[d->head];
-			cur = atomic_load(&d->free);
-			do {
-				if (cur < w.bytes)
-					break;
-			} while (!atomic_compare_exchange_weak(&d->free, &cur, cur - w.bytes));
-			if (cur < w.bytes) {
+			if (!dest_reserve(d, w.bytes)) {
 				pthread_mutex_unlock(&d->lock);
 				break;          /* the next return kicks again */
 			}
