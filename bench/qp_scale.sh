@@ -7,7 +7,8 @@
 #   bench/qp_scale.sh [-b BUILD] [-r REPS] [-l shm|udp] [N...]    (default N: 1000 5000 10000)
 #
 # Not a ratio: the figures say whether time and memory grow linearly with N (per-QP
-# figures stay flat).  RLIMIT_NOFILE must exceed N (a connected RC QP holds a UDP socket).
+# figures stay flat).  Over UDP the QPs share their send sockets (at most 256), so
+# RLIMIT_NOFILE need not exceed N.
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${1:-}" = --inner ]; then

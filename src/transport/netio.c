@@ -54,6 +54,8 @@
 
 #define ROCE_PORT 4791
 #define SPORT_BASE 0xC000u
+#define SPORT_RANGE 16384u           /* 0xC000-0xFFFF */
+#define DEFAULT_SPORTS 256u          /* UROCE_UDP_SPORTS: port slots per source GID */
 #define RX_BATCH 16                  /* datagrams per recvmmsg */
 #define RX_BUF_GRO 65536             /* a coalesced datagram is at most 64 KiB */
 #define RX_BUF_PLAIN 9216            /* largest RoCE packet (4096 MTU) fits; jumbo too */
@@ -61,6 +63,7 @@
 #define GSO_MAX_SEGS 64              /* UDP_MAX_SEGMENTS of older kernels (newer: 128) */
 #define GSO_MAX_BYTES 65000          /* under 64 KiB - IP/UDP headers, either family */
 #define TX_BATCH 64                  /* packets per sendmmsg in the fallback path */
+#define TX_SOCK_BUCKETS 256          /* the send sockets' hash table (struct tx_sock) */
 
 /* ---------------------------------------------------------------- counters */
 
@@ -143,16 +146,25 @@ struct uroce_netio {
 	struct uroce_icrc_rx idrx;
 	uint64_t rx_now;
 	struct uroce_cap *cap;             /* the capture tap (capture.h); NULL: none */
+
+	/* The send sockets, shared by the QPs of a port slot (struct tx_sock). */
+	pthread_mutex_t tx_lock;
+	struct tx_sock *tx_socks[TX_SOCK_BUCKETS];
+	unsigned tx_nsocks;                /* open now (under tx_lock; read relaxed for stats) */
+	unsigned tx_nsocks_max;            /* the most open at once */
+	unsigned sports;                   /* port slots per source GID (0: DEFAULT_SPORTS) */
 };
 
 struct uroce_netio_tx {
 	struct uroce_netio *nio;
-	int fd;
+	struct tx_sock *sock;              /* shared with the other QPs of its key */
+	int fd;                            /* sock's */
+	unsigned slot;                     /* the QPN's port slot */
 	int family;                        /* AF_INET (IPv4-mapped GID) or AF_INET6 */
 	uint8_t sgid[16];
 	uint16_t sport;
 	bool gso;                          /* cleared when the kernel refuses UDP_SEGMENT */
-	uint8_t tclass, hop_limit;         /* as set by uroce_netio_tx_set_grh (for a capture) */
+	uint8_t tclass, hop_limit;         /* sock's GRH fields (uroce_netio_tx_set_grh) */
 	uint32_t qpn;                      /* the QP it sends for (for a capture) */
 
 	/* Fault injection (only allocated when UROCE_FAULT is set). */
@@ -277,6 +289,28 @@ static int rx_setup(struct uroce_netio *nio)
 	return 0;
 }
 
+/* UROCE_UDP_SPORTS: how many UDP source ports (and so send sockets) a context's QPs of one
+ * source GID spread over, 1-16384 (see "send sockets" below). */
+static int sports_env(unsigned *out)
+{
+	const char *v = getenv("UROCE_UDP_SPORTS");
+	char *end;
+	unsigned long n;
+
+	*out = DEFAULT_SPORTS;
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < 1 || n > SPORT_RANGE) {
+		fprintf(stderr, "uroce: UROCE_UDP_SPORTS=%s: want a number of ports, 1-%u\n", v,
+			SPORT_RANGE);
+		return -EINVAL;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
 int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 {
 	struct uroce_netio *nio;
@@ -303,6 +337,10 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 		goto fail;
 	}
 	nio->gso = !env_off("UROCE_NETIO_GSO");
+	pthread_mutex_init(&nio->tx_lock, NULL);
+	ret = sports_env(&nio->sports);
+	if (ret)
+		goto fail;
 	/* For IPv4 senders whose Identifications follow no pattern (docs/netio.md): accept
 	 * any ID the ICRC allows, with 16 bits of checking, as before issue #17. */
 	nio->idrx.any_id = env_on("UROCE_NETIO_ICRC_ANY_ID");
@@ -321,11 +359,14 @@ fail:
 	if (nio->fd >= 0)
 		close(nio->fd);
 	free(nio->rx_bufs);
+	pthread_mutex_destroy(&nio->tx_lock);
 	pthread_mutex_destroy(&nio->rx_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
 	free(nio);
 	return ret;
 }
+
+static void tx_socks_free(struct uroce_netio *nio);
 
 void uroce_netio_close(struct uroce_netio *nio)
 {
@@ -338,6 +379,8 @@ void uroce_netio_close(struct uroce_netio *nio)
 		uroce_counters_destroy(nio->cnt);
 	uroce_cap_close(nio->cap);
 	free(nio->rx_bufs);
+	tx_socks_free(nio);
+	pthread_mutex_destroy(&nio->tx_lock);
 	pthread_mutex_destroy(&nio->rx_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
 	free(nio);
@@ -365,17 +408,28 @@ uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx)
 
 /* ---------------------------------------------------------------- send sockets */
 
-/* Soft-RoCE's range (0xC000-0xFFFF), spread by a hash of the QPN so that ECMP and RSS see
- * different flows for different QPs.  @probe > 0 gives the next candidates when the port is
- * held by a socket we cannot share it with. */
-static uint16_t sport_for(uint32_t qpn, unsigned probe)
+/* The UDP source port is spread by a hash of the QPN over Soft-RoCE's range (0xC000-0xFFFF),
+ * so that ECMP and RSS see different flows for different QPs (RoCEv2 A17.4.3 leaves the
+ * port to the sender, for entropy).  A port needs a socket bound to it, and a socket is a
+ * file descriptor: with a port per QP, 20,000 QPs needed 20,000 descriptors.  So the range
+ * is cut into nio->sports slots (UROCE_UDP_SPORTS, default DEFAULT_SPORTS), the QPs of a
+ * slot share one socket (struct tx_sock), and a context holds at most that many send
+ * sockets per source GID and GRH, however many QPs it has.  16384 slots is a port per hash
+ * value, as Soft-RoCE.  @probe > 0 gives the next candidates when the port is held by a
+ * socket we cannot share it with. */
+#define SPORT_PROBES 32
+
+static unsigned sport_slot(uint32_t qpn, unsigned slots)
 {
 	uint32_t h = (qpn * 0x9E3779B1u) >> 18;  /* Fibonacci hashing: the top bits mix all of qpn */
 
-	return (uint16_t)(SPORT_BASE | ((h + probe * 0x9E5u) & 0x3FFFu));
+	return (unsigned)(((uint64_t)h * slots) >> 14);
 }
 
-#define SPORT_PROBES 32
+static uint16_t slot_port(unsigned slot, unsigned slots, unsigned probe)
+{
+	return (uint16_t)(SPORT_BASE | ((slot * (SPORT_RANGE / slots) + probe * 0x9E5u) & 0x3FFFu));
+}
 
 static void to_sockaddr(const uint8_t gid[16], uint16_t port, uint32_t ifindex,
 			struct sockaddr_storage *ss, socklen_t *len)
@@ -400,8 +454,50 @@ static void to_sockaddr(const uint8_t gid[16], uint16_t port, uint32_t ifindex,
 	}
 }
 
-int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
-			struct uroce_netio_tx **out)
+/* One send socket, shared by the senders whose source GID, port slot and GRH fields are
+ * the same.  IP takes the GRH's traffic class and hop limit from the socket's options, so
+ * they are part of the key (a sender whose GRH changes moves to another socket). */
+struct tx_sock {
+	struct tx_sock *next;              /* the bucket's chain, under nio->tx_lock */
+	unsigned refs;                     /* senders on it, under nio->tx_lock */
+	int fd;
+	uint8_t sgid[16];
+	unsigned slot;
+	uint16_t sport;                    /* bound: the slot's port, or a probe's */
+	uint8_t tclass, hop_limit;
+};
+
+static unsigned tx_sock_bucket(const uint8_t sgid[16], unsigned slot, uint8_t tclass,
+			       uint8_t hop_limit)
+{
+	uint32_t h = slot * 0x9E3779B1u ^ (uint32_t)tclass << 8 ^ hop_limit;
+
+	for (int i = 12; i < 16; i++)
+		h = h * 31 + sgid[i];
+	return h % TX_SOCK_BUCKETS;
+}
+
+static int grh_setsockopt(int fd, int family, uint8_t traffic_class, uint8_t hop_limit)
+{
+	int tc = traffic_class, hl = hop_limit ? hop_limit : -1;   /* -1: route default */
+	int r;
+
+	/* The AH's hop limit applies to multicast destinations too (IBA 8.3 GRH HopLmt);
+	 * the kernel keeps a separate TTL for those, default 1: set both. */
+	if (family == AF_INET)
+		r = setsockopt(fd, IPPROTO_IP, IP_TOS, &tc, sizeof(tc)) ||
+		    setsockopt(fd, IPPROTO_IP, IP_TTL, &hl, sizeof(hl)) ||
+		    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &hl, sizeof(hl));
+	else
+		r = setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc)) ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, sizeof(hl)) ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hl, sizeof(hl));
+	return r ? -errno : 0;
+}
+
+/* A new send socket bound to @want's port (or a probe's), with the GRH's options. */
+static int tx_sock_new(struct uroce_netio *nio, const uint8_t sgid[16], unsigned slot,
+		       uint8_t tclass, uint8_t hop_limit, uint16_t want, struct tx_sock **out)
 {
 	/* A socket that is never meant to receive: this filter rejects every datagram, so
 	 * nothing queues up on it (and a process that joins its port's reuseport group by
@@ -409,10 +505,149 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	 * the kernel hashes here — nothing of uroce is ever sent to these ports). */
 	static struct sock_filter drop_all[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
 	struct sock_fprog prog = { .len = 1, .filter = drop_all };
-	struct uroce_netio_tx *tx;
+	int family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
 	struct sockaddr_storage ss;
+	struct tx_sock *s;
 	socklen_t sl;
 	int one = 1, pmtu, buf = SOCK_BUF, ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	memcpy(s->sgid, sgid, 16);
+	s->slot = slot;
+	s->tclass = tclass;
+	s->hop_limit = hop_limit;
+	s->fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+	if (s->fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (family == AF_INET6 &&
+	    setsockopt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* Other uroce processes (and this one's other GRH keys) bind the same ports. */
+	if (setsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+	    setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* DF set and never fragment locally: IPv4 packets of an unconnected socket then carry
+	 * Identification 0, which is what the ICRC was computed with (docs/wire.md). */
+	if (family == AF_INET) {
+		pmtu = IP_PMTUDISC_DO;
+		ret = setsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	} else {
+		pmtu = IPV6_PMTUDISC_DO;
+		ret = setsockopt(s->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	}
+	if (ret < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if ((tclass || hop_limit) && (ret = grh_setsockopt(s->fd, family, tclass, hop_limit)))
+		goto fail;
+	/* The slot's port, or, if another program holds it without SO_REUSEPORT (or as
+	 * another user), another one of the range: a QP must be able to send. */
+	for (unsigned probe = 0;; probe++) {
+		s->sport = probe ? slot_port(slot, nio->sports, probe) : want;
+		to_sockaddr(sgid, s->sport, nio->ifindex, &ss, &sl);
+		if (bind(s->fd, (struct sockaddr *)&ss, sl) == 0)
+			break;
+		if (errno != EADDRINUSE || probe + 1 == SPORT_PROBES) {
+			ret = -errno;
+			goto fail;
+		}
+	}
+	*out = s;
+	return 0;
+fail:
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+	return ret;
+}
+
+/* The send socket of (@sgid, @slot, GRH), shared or new; @want: the port a new one tries
+ * first.  Under nio->tx_lock. */
+static int tx_sock_get(struct uroce_netio *nio, const uint8_t sgid[16], unsigned slot,
+		       uint8_t tclass, uint8_t hop_limit, uint16_t want, struct tx_sock **out)
+{
+	unsigned b = tx_sock_bucket(sgid, slot, tclass, hop_limit);
+	struct tx_sock *s;
+	int ret;
+
+	for (s = nio->tx_socks[b]; s; s = s->next)
+		if (s->slot == slot && s->tclass == tclass && s->hop_limit == hop_limit &&
+		    !memcmp(s->sgid, sgid, 16))
+			break;
+	if (!s) {
+		ret = tx_sock_new(nio, sgid, slot, tclass, hop_limit, want, &s);
+		if (ret)
+			return ret;
+		s->next = nio->tx_socks[b];
+		nio->tx_socks[b] = s;
+		if (__atomic_add_fetch(&nio->tx_nsocks, 1, __ATOMIC_RELAXED) > nio->tx_nsocks_max)
+			__atomic_store_n(&nio->tx_nsocks_max, nio->tx_nsocks, __ATOMIC_RELAXED);
+	}
+	s->refs++;
+	*out = s;
+	return 0;
+}
+
+static void tx_sock_put(struct uroce_netio *nio, struct tx_sock *s)
+{
+	struct tx_sock **pp;
+
+	if (!s || --s->refs)
+		return;
+	for (pp = &nio->tx_socks[tx_sock_bucket(s->sgid, s->slot, s->tclass, s->hop_limit)];
+	     *pp != s; pp = &(*pp)->next)
+		;
+	*pp = s->next;
+	__atomic_sub_fetch(&nio->tx_nsocks, 1, __ATOMIC_RELAXED);
+	close(s->fd);
+	free(s);
+}
+
+/* Every send socket still open (a context closed with QPs alive). */
+static void tx_socks_free(struct uroce_netio *nio)
+{
+	for (unsigned b = 0; b < TX_SOCK_BUCKETS; b++)
+		while (nio->tx_socks[b]) {
+			struct tx_sock *s = nio->tx_socks[b];
+
+			nio->tx_socks[b] = s->next;
+			close(s->fd);
+			free(s);
+		}
+}
+
+static void tx_use(struct uroce_netio_tx *tx, struct tx_sock *s)
+{
+	tx->sock = s;
+	tx->fd = s->fd;
+	tx->sport = s->sport;
+	tx->tclass = s->tclass;
+	tx->hop_limit = s->hop_limit;
+}
+
+static unsigned nio_sports(const struct uroce_netio *nio)
+{
+	return nio->sports ? nio->sports : DEFAULT_SPORTS;
+}
+
+int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
+			struct uroce_netio_tx **out)
+{
+	struct uroce_netio_tx *tx;
+	struct tx_sock *s;
+	unsigned slots, slot;
+	int ret;
 
 	if (!nio || !sgid || !out)
 		return -EINVAL;
@@ -424,49 +659,15 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	memcpy(tx->sgid, sgid, 16);
 	tx->gso = nio->gso;
 	tx->family = gid_is_v4mapped(sgid) ? AF_INET : AF_INET6;
-	tx->fd = socket(tx->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
-	if (tx->fd < 0) {
-		ret = -errno;
+	slots = nio_sports(nio);
+	slot = sport_slot(qpn, slots);
+	tx->slot = slot;
+	pthread_mutex_lock(&nio->tx_lock);
+	ret = tx_sock_get(nio, sgid, slot, 0, 0, slot_port(slot, slots, 0), &s);
+	pthread_mutex_unlock(&nio->tx_lock);
+	if (ret)
 		goto fail;
-	}
-	if (tx->family == AF_INET6 &&
-	    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	/* Two QPs whose QPNs hash to the same port share it. */
-	if (setsockopt(tx->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
-	    setsockopt(tx->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	/* DF set and never fragment locally: IPv4 packets of an unconnected socket then carry
-	 * Identification 0, which is what the ICRC was computed with (docs/wire.md). */
-	if (tx->family == AF_INET) {
-		pmtu = IP_PMTUDISC_DO;
-		ret = setsockopt(tx->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-	} else {
-		pmtu = IPV6_PMTUDISC_DO;
-		ret = setsockopt(tx->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-	}
-	if (ret < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	if (setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) < 0)
-		(void)setsockopt(tx->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-	/* The QP's port, or, if another program holds it without SO_REUSEPORT (or as another
-	 * user), another one of the range: a QP must be able to send. */
-	for (unsigned probe = 0;; probe++) {
-		tx->sport = sport_for(qpn, probe);
-		to_sockaddr(sgid, tx->sport, nio->ifindex, &ss, &sl);
-		if (bind(tx->fd, (struct sockaddr *)&ss, sl) == 0)
-			break;
-		if (errno != EADDRINUSE || probe + 1 == SPORT_PROBES) {
-			ret = -errno;
-			goto fail;
-		}
-	}
+	tx_use(tx, s);
 	if (nio->fault.enabled) {
 		tx->scratch = malloc(RX_BUF_GRO);
 		tx->held = malloc(RX_BUF_GRO);
@@ -478,41 +679,48 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	*out = tx;
 	return 0;
 fail:
-	if (tx->fd >= 0)
-		close(tx->fd);
+	if (tx->sock) {
+		pthread_mutex_lock(&nio->tx_lock);
+		tx_sock_put(nio, tx->sock);
+		pthread_mutex_unlock(&nio->tx_lock);
+	}
 	free(tx->scratch);
 	free(tx->held);
 	free(tx);
 	return ret;
 }
 
+/* The sender moves to the socket of its new GRH fields (the same port if that socket is
+ * new and the port free).  Called under the QP's lock, like its sends; a UD QP calls it
+ * before each packet, so an unchanged GRH costs nothing. */
 int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uint8_t hop_limit)
 {
-	int tc = traffic_class, hl = hop_limit ? hop_limit : -1;   /* -1: route default */
-	int r;
+	struct uroce_netio *nio;
+	struct tx_sock *s;
+	int ret;
 
 	if (!tx)
 		return -EINVAL;
-	tx->tclass = traffic_class;
-	tx->hop_limit = hop_limit;
-	/* The AH's hop limit applies to multicast destinations too (IBA 8.3 GRH HopLmt);
-	 * the kernel keeps a separate TTL for those, default 1: set both. */
-	if (tx->family == AF_INET)
-		r = setsockopt(tx->fd, IPPROTO_IP, IP_TOS, &tc, sizeof(tc)) ||
-		    setsockopt(tx->fd, IPPROTO_IP, IP_TTL, &hl, sizeof(hl)) ||
-		    setsockopt(tx->fd, IPPROTO_IP, IP_MULTICAST_TTL, &hl, sizeof(hl));
-	else
-		r = setsockopt(tx->fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc)) ||
-		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hl, sizeof(hl)) ||
-		    setsockopt(tx->fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hl, sizeof(hl));
-	return r ? -errno : 0;
+	if (tx->tclass == traffic_class && tx->hop_limit == hop_limit)
+		return 0;
+	nio = tx->nio;
+	pthread_mutex_lock(&nio->tx_lock);
+	ret = tx_sock_get(nio, tx->sgid, tx->slot, traffic_class, hop_limit, tx->sport, &s);
+	if (!ret) {
+		tx_sock_put(nio, tx->sock);
+		tx_use(tx, s);
+	}
+	pthread_mutex_unlock(&nio->tx_lock);
+	return ret;
 }
 
 void uroce_netio_tx_close(struct uroce_netio_tx *tx)
 {
 	if (!tx)
 		return;
-	close(tx->fd);
+	pthread_mutex_lock(&tx->nio->tx_lock);
+	tx_sock_put(tx->nio, tx->sock);
+	pthread_mutex_unlock(&tx->nio->tx_lock);
 	free(tx->scratch);
 	free(tx->held);  /* a packet still held back for reordering is lost, like a drop */
 	free(tx);
@@ -1115,6 +1323,8 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 	out->tx_short = ctr_get(nio, C_TX_SHORT);
 	out->rx_gro_datagrams = ctr_get(nio, C_RX_GRO);
 	out->rx_truncated = ctr_get(nio, C_RX_TRUNC);
+	out->tx_sockets = __atomic_load_n(&nio->tx_nsocks, __ATOMIC_RELAXED);
+	out->tx_sockets_max = __atomic_load_n(&nio->tx_nsocks_max, __ATOMIC_RELAXED);
 }
 
 void uroce_netio_count_misrouted(struct uroce_netio *nio)

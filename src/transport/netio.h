@@ -3,17 +3,21 @@
  * One struct uroce_netio per open device context.  It holds
  *   - the receive socket: a member of the device's SO_REUSEPORT group on UDP 4791, created
  *     by uroced and handed over with SCM_RIGHTS, steered by destination QPN (src/net/steer.c);
- *   - one send socket per QP (struct uroce_netio_tx): unconnected, bound to the source GID's
- *     address and the QP's UDP source port (0xC000 | hash(qpn), Soft-RoCE's range),
- *     IP_PMTUDISC_DO so that IPv4 packets carry Identification 0 and the ICRC computed here
- *     is the one on the wire.
+ *   - a sender per QP (struct uroce_netio_tx) on a send socket shared by the QPs of one
+ *     source GID, port slot and GRH: unconnected, bound to the source GID's address and
+ *     the slot's UDP source port (0xC000 + a hash of the QPN cut into UROCE_UDP_SPORTS
+ *     slots, default 256: in Soft-RoCE's range), IP_PMTUDISC_DO so that IPv4 packets carry
+ *     Identification 0 and the ICRC computed here is the one on the wire.  So a context
+ *     holds a few hundred descriptors, not one per QP.
  *
  * The transport (rc_*.c, uc.c, ud.c) builds packets with the wire module; netio completes
  * them (ICRC), applies fault injection (UROCE_FAULT), sends them (runs of equal-size
  * packets in one sendmsg with UDP_SEGMENT where the kernel supports it), receives,
  * validates (uroce_pkt_validate, ICRC included) and counts every drop by reason.
  *
- * Thread safety: a netio_tx is used under its QP's lock.  uroce_netio_poll() may be called
+ * Thread safety: a netio_tx is used under its QP's lock; the send sockets the senders
+ * share are looked up under netio's own lock, and sendmsg on a shared one is the kernel's
+ * to serialise.  uroce_netio_poll() may be called
  * by the progress thread and by application threads (ibv_poll_cq on an empty CQ) at the
  * same time; it serialises internally with a try-lock (a caller that finds another thread
  * draining returns 0 at once).  Counters are atomics.
@@ -58,7 +62,9 @@ uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx);
 /* Added with netio.c: the GRH fields of the QP's AV or the UD AH that IP carries
  * (RoCEv2 A17.4.5): @traffic_class → IPv4 TOS / IPv6 traffic class, @hop_limit → IPv4 TTL /
  * IPv6 hop limit (0: the kernel's default).  The ICRC masks both, so they may change
- * between packets.  0 or -errno from setsockopt. */
+ * between packets.  IP takes them from the socket's options, so the sender moves to the
+ * shared socket of its new fields (opened if none is); unchanged fields cost nothing.
+ * 0 or -errno. */
 int uroce_netio_tx_set_grh(struct uroce_netio_tx *tx, uint8_t traffic_class, uint8_t hop_limit);
 
 /* One packet to send: the UDP payload as a list of pieces (headers, payload from user
@@ -126,6 +132,10 @@ struct uroce_netio_stats {
 	uint64_t rx_gro_datagrams;           /* datagrams the kernel coalesced (UDP_GRO), split here */
 	uint64_t rx_truncated;               /* datagrams larger than the receive buffer (not RoCE),
 					      * or whose control data was cut (MSG_CTRUNC) */
+	uint64_t tx_sockets;                 /* send sockets open now (shared by the QPs of a
+					      * port slot; at most UROCE_UDP_SPORTS per source
+					      * GID and GRH) */
+	uint64_t tx_sockets_max;             /* the most send sockets open at once */
 };
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
 /* The transport found no QP of this process for a valid packet's destination QPN (a

@@ -9,10 +9,13 @@
  *                            segment carries), the ICRC slot split over pieces, the
  *                            source-port hash range
  *   test_netio_unit sockets  (in a private network namespace, lo up) the send sockets: two
- *                            QPs with one source port coexist; a datagram sent to that port
- *                            is dropped by the filter, queued on neither; a program's
- *                            exclusive socket on the port cannot be joined, and a QP whose
- *                            port is held that way gets another port of the range. */
+ *                            QPs of one port slot share one socket; a datagram sent to its
+ *                            port is dropped by the filter, queued nowhere; another GRH
+ *                            moves a QP to a socket of its own (TOS/TTL set there, not on
+ *                            the shared one) and back; a program's exclusive socket on the
+ *                            port cannot be joined, and a slot whose port is held that way
+ *                            gets another port of the range; 1,000 QPs hold one socket per
+ *                            slot they fall in, and the last close of each closes it. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
@@ -28,7 +31,7 @@
  * way of testing failure paths): netio.c is compiled with sendmsg renamed. */
 static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int flags);
 #define netio_sendmsg fake_sendmsg
-#include "transport/netio.c"   /* statics: sport_for, put_icrc, send path */
+#include "transport/netio.c"   /* statics: the port slots, put_icrc, send path */
 #undef sendmsg
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
@@ -47,28 +50,38 @@ static uint32_t sock_drops(int fd)
 	return mi[SK_MEMINFO_DROPS];
 }
 
+static uint16_t port_of(uint32_t qpn, unsigned slots)
+{
+	return slot_port(sport_slot(qpn, slots), slots, 0);
+}
+
 static int test_sockets(void)
 {
 	static const uint8_t lo4[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1 };
-	struct uroce_netio nio;
-	struct uroce_netio_tx *t1 = NULL, *t2 = NULL, *t3 = NULL;
-	uint32_t q1 = 1000, q2;
+	static struct uroce_netio nio;   /* 2 KiB of buckets: not on the stack */
+	struct uroce_netio_tx *t1 = NULL, *t2 = NULL, *t3 = NULL, *many[1000] = { NULL };
+	uint32_t q1 = 1000, q2, q3;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char buf[64];
+	unsigned slots_seen = 0, opened = 0;
+	bool seen[DEFAULT_SPORTS] = { false };
 	int s, ex, ret;
 
 	memset(&nio, 0, sizeof(nio));
 	nio.gso = true;
-	for (q2 = q1 + 1; sport_for(q2, 0) != sport_for(q1, 0); q2++)
+	nio.sports = DEFAULT_SPORTS;
+	for (q2 = q1 + 1; sport_slot(q2, DEFAULT_SPORTS) != sport_slot(q1, DEFAULT_SPORTS); q2++)
 		;
 	CHECK(uroce_netio_tx_open(&nio, lo4, q1, &t1) == 0, "first QP");
 	ret = uroce_netio_tx_open(&nio, lo4, q2, &t2);
-	CHECK(ret == 0, "second QP on the same port %#x: %d", sport_for(q1, 0), ret);
+	CHECK(ret == 0, "second QP in the same slot (port %#x): %d", port_of(q1, DEFAULT_SPORTS), ret);
 	if (!t1 || !t2)
 		return check_summary();
-	CHECK(t1->sport == t2->sport, "same port");
+	CHECK(t1->sport == t2->sport && t1->sport == port_of(q1, DEFAULT_SPORTS), "same port");
+	CHECK(t1->fd == t2->fd && nio.tx_nsocks == 1, "one socket for a slot's QPs (%u open)",
+	      nio.tx_nsocks);
 
-	/* Send to that port: the filter drops it on whichever member the kernel picks. */
+	/* Send to that port: the filter drops it, nothing queues. */
 	s = socket(AF_INET, SOCK_DGRAM, 0);
 	sa.sin_port = htons(t1->sport);
 	for (int i = 0; i < 8; i++)
@@ -79,35 +92,73 @@ static int test_sockets(void)
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		end = (uint64_t)ts.tv_sec * 1000 + 5000;
-		while (sock_drops(t1->fd) + sock_drops(t2->fd) < 8) {
+		while (sock_drops(t1->fd) < 8) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			if ((uint64_t)ts.tv_sec * 1000 > end)
 				break;
 			poll(NULL, 0, 1);
 		}
 	}
-	CHECK(sock_drops(t1->fd) + sock_drops(t2->fd) == 8, "drops %u + %u, want 8",
-	      sock_drops(t1->fd), sock_drops(t2->fd));
-	CHECK(recv(t1->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing queued on 1");
-	CHECK(recv(t2->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing queued on 2");
+	CHECK(sock_drops(t1->fd) == 8, "drops %u, want 8", sock_drops(t1->fd));
+	CHECK(recv(t1->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing queued");
+
+	/* Another GRH: IP takes it from the socket, so the QP moves to a socket of its own
+	 * on the same port (SO_REUSEPORT), and back to the shared one with the old GRH. */
+	CHECK(uroce_netio_tx_set_grh(t2, 0x28, 33) == 0, "set_grh");
+	CHECK(t2->fd != t1->fd && t2->sport == t1->sport && nio.tx_nsocks == 2,
+	      "another GRH: own socket on the same port (%u open)", nio.tx_nsocks);
+	{
+		int tos = -1, ttl = -1;
+		socklen_t l = sizeof(int);
+
+		getsockopt(t2->fd, IPPROTO_IP, IP_TOS, &tos, &l);
+		getsockopt(t2->fd, IPPROTO_IP, IP_TTL, &ttl, &l);
+		CHECK(tos == 0x28 && ttl == 33, "TOS %#x TTL %d on the moved socket", tos, ttl);
+		getsockopt(t1->fd, IPPROTO_IP, IP_TOS, &tos, &l);
+		CHECK(tos == 0, "the shared socket keeps TOS 0 (%#x)", tos);
+	}
+	CHECK(uroce_netio_tx_set_grh(t2, 0x28, 33) == 0 && nio.tx_nsocks == 2, "same GRH again: no change");
+	CHECK(uroce_netio_tx_set_grh(t2, 0, 0) == 0 && t2->fd == t1->fd && nio.tx_nsocks == 1,
+	      "back to the first GRH: shared again (%u open)", nio.tx_nsocks);
 
 	/* An exclusive socket cannot join the port... */
 	ex = socket(AF_INET, SOCK_DGRAM, 0);
 	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == EADDRINUSE,
 	      "exclusive bind to a QP's port must fail");
 	close(ex);
-	/* ...and a port held exclusively makes the QP probe further. */
+	/* ...and a port held exclusively makes a new slot's socket probe further. */
+	for (q3 = 77; sport_slot(q3, DEFAULT_SPORTS) == sport_slot(q1, DEFAULT_SPORTS); q3++)
+		;
 	ex = socket(AF_INET, SOCK_DGRAM, 0);
-	sa.sin_port = htons(sport_for(77, 0));
-	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) == 0, "hold port %#x", sport_for(77, 0));
-	ret = uroce_netio_tx_open(&nio, lo4, 77, &t3);
-	CHECK(ret == 0 && t3 && t3->sport != sport_for(77, 0) && t3->sport >= 0xC000,
+	sa.sin_port = htons(port_of(q3, DEFAULT_SPORTS));
+	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) == 0, "hold port %#x", port_of(q3, DEFAULT_SPORTS));
+	ret = uroce_netio_tx_open(&nio, lo4, q3, &t3);
+	CHECK(ret == 0 && t3 && t3->sport != port_of(q3, DEFAULT_SPORTS) && t3->sport >= 0xC000,
 	      "QP with a held port: %d, port %#x", ret, t3 ? t3->sport : 0);
 	close(ex);
 	close(s);
 	uroce_netio_tx_close(t1);
 	uroce_netio_tx_close(t2);
 	uroce_netio_tx_close(t3);
+	CHECK(nio.tx_nsocks == 0, "every socket closed with its last QP (%u open)", nio.tx_nsocks);
+
+	/* 1,000 QPs: one socket per slot they fall in, never more than the slots. */
+	for (unsigned i = 0; i < 1000; i++) {
+		unsigned sl = sport_slot(5000 + i, DEFAULT_SPORTS);
+
+		if (uroce_netio_tx_open(&nio, lo4, 5000 + i, &many[i]) == 0)
+			opened++;
+		if (!seen[sl])
+			slots_seen++;
+		seen[sl] = true;
+	}
+	CHECK(opened == 1000, "1000 QPs opened (%u)", opened);
+	CHECK(nio.tx_nsocks == slots_seen && slots_seen <= DEFAULT_SPORTS && slots_seen > DEFAULT_SPORTS / 2,
+	      "%u sockets for 1000 QPs in %u slots", nio.tx_nsocks, slots_seen);
+	for (unsigned i = 0; i < 1000; i++)
+		uroce_netio_tx_close(many[i]);
+	CHECK(nio.tx_nsocks == 0 && nio.tx_nsocks_max == slots_seen, "all closed (%u open, %u at most)",
+	      nio.tx_nsocks, nio.tx_nsocks_max);
 	return check_summary();
 }
 
@@ -388,12 +439,26 @@ int main(int argc, char **argv)
 		CHECK(y[0] == 0x44 && y[1] == 0x33 && z[0] == 0x22 && z[1] == 0x11 && x[19] == 0,
 		      "ICRC slot split over two pieces, little-endian");
 	}
-	/* Source ports: Soft-RoCE's range, spread. */
+	/* Source ports: Soft-RoCE's range, spread, with a slot per hash value (16384) and with
+	 * the default slots; every slot's port is distinct. */
+	{
+		bool used[SPORT_RANGE] = { false };
+		unsigned distinct = 0;
+
+		for (unsigned sl = 0; sl < DEFAULT_SPORTS; sl++) {
+			uint16_t p = slot_port(sl, DEFAULT_SPORTS, 0);
+
+			distinct += !used[p - 0xC000];
+			used[p - 0xC000] = true;
+		}
+		CHECK(distinct == DEFAULT_SPORTS, "%u distinct ports for %u slots", distinct, DEFAULT_SPORTS);
+		CHECK(slot_port(DEFAULT_SPORTS - 1, DEFAULT_SPORTS, 0) >= 0xFF00, "slots span the range");
+	}
 	{
 		unsigned seen_low = 0, seen_high = 0;
 
 		for (uint32_t q = 2; q < 5000; q++) {
-			uint16_t p = sport_for(q, 0);
+			uint16_t p = port_of(q, SPORT_RANGE);
 
 			CHECK(p >= 0xC000, "QPN %u port %#x", q, p);
 			seen_low += p < 0xE000;

@@ -18,6 +18,12 @@
 #            reordering, for each of ib_write_bw, ib_read_bw and ib_atomic_bw -q 64 with a
 #            fixed number of iterations: every run finishes (a credit never lost, a waiter
 #            never forgotten) and waited for credits
+#   fds      stream's 1,000 QPs under a limit of 512 file descriptors (ulimit -n): the QPs
+#            of a UDP source-port slot share one send socket, so the client runs, and it
+#            held at most UROCE_UDP_SPORTS (default 256) of them at once (tx_sockets_max,
+#            UROCE_ENGINE_STATS)
+#   fds_off  the negative control: the same with a slot per hash value
+#            (UROCE_UDP_SPORTS=16384) must run out of descriptors -- the client fails
 set -u
 UROCE=$1
 CASE=$2
@@ -65,6 +71,31 @@ off)
 		[ $((drops * 1000)) -gt "$tx" ] ||
 			fail "without a budget only $drops of $tx packets overflowed (<= 0.1%): the stream case proves nothing here"
 		[ "$waits" -eq 0 ] || fail "$waits credit waits with the budget off"
+	fi ;;
+fds|fds_off)
+	ulimit -n 512 || { echo "SKIP: cannot lower the descriptor limit"; exit 77; }
+	[ "$CASE" = fds_off ] && export UROCE_UDP_SPORTS=16384
+	# The most send sockets the client's context held at once (UROCE_ENGINE_STATS).
+	max_socks() {
+		awk '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++) if ($i ~ /^tx_sockets_max=/) {
+			sub(/.*=/, "", $i); if ($i + 0 > m) m = $i + 0 } } END { print m + 0 }' "$tmp/cli"
+	}
+	if stream UROCE_ENGINE_STATS=1; then
+		socks=$(max_socks)
+		echo "client: at most $socks send sockets open at once"
+		if [ "$CASE" = fds_off ]; then
+			fail "1,000 QPs with a socket per port ran under 512 descriptors: the fds case proves nothing"
+		else
+			[ "$socks" -ge 1 ] && [ "$socks" -le 256 ] || fail "$socks send sockets (want 1-256)"
+		fi
+	elif [ "$CASE" = fds_off ]; then
+		socks=$(max_socks)
+		if grep -q "to RTR" "$tmp/cli" && [ "$socks" -gt 256 ]; then
+			fails=0
+			echo "client failed as expected after $socks send sockets: $(grep -m1 "to RTR" "$tmp/cli")"
+		else
+			fail "the client failed, but not for want of descriptors ($socks send sockets)"
+		fi
 	fi ;;
 faults)
 	export UROCE_UDP_INFLIGHT_KB=512 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
