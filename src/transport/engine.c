@@ -52,6 +52,8 @@
 #pragma weak uroce_netio_count_misrouted
 #endif
 
+#define PARK_MAX 64                      /* QPs flush_parked visits by number (Autocork) */
+
 struct uroce_engine {
 	struct uroce_engine *next_eng;   /* engines list (flush_at_exit) */
 	struct uroce_context *ctx;
@@ -81,8 +83,16 @@ struct uroce_engine {
 	 * see who did the receiving (tests/transport/rc_lease.c). */
 	_Atomic uint64_t rx_progress, rx_app;
 	/* Autocork (AUTOCORK_NS): a QP's packets may be parked in its cork after a post
-	 * (engine_qp.parked); set when one is, cleared by flush_parked before it looks. */
+	 * (engine_qp.parked); set when one is, cleared by flush_parked before it looks.
+	 * park_qpn lists the QPs parked since (under park_lock, a leaf lock), so that
+	 * flush_parked visits those and not every QP of the context; more than PARK_MAX
+	 * of them, and it walks them all. */
 	atomic_bool any_parked;
+	pthread_mutex_t park_lock;
+	unsigned npark;
+	bool park_overflow;
+	uint32_t park_qpn[PARK_MAX];
+	_Atomic uint64_t park_walks;     /* flushes that walked every QP (UROCE_ENGINE_STATS) */
 	uint64_t autocork_ns;            /* 0 = off (UROCE_AUTOCORK=0) */
 	/* In-flight budgets, one per UDP destination (see "Credits" below): a list that only
 	 * grows while the context lives (pushed under dest_lock, read without it). */
@@ -128,6 +138,7 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	 * or deregister the buffer before that).  Used under the QP's lock only. */
 	bool corked;
 	bool parked;                     /* nbatch packets left unsent on purpose (autocork) */
+	bool park_listed;                /* in eng->park_qpn, not visited yet by flush_parked */
 	uint64_t park_due;               /* ... until then at the latest */
 	uint32_t post_resp_psn;          /* the responder's expected PSN, as last seen by a post */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
@@ -480,6 +491,7 @@ static void dests_free(struct uroce_engine *eng)
 		free(d);
 	}
 	pthread_mutex_destroy(&eng->dest_lock);
+	pthread_mutex_destroy(&eng->park_lock);
 }
 
 /* This thread is in a receive batch (poll_batch) or a post (uroce_transport_post up to
@@ -1105,6 +1117,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	eng->ctx = ctx;
 	eng->epfd = eng->tfd = eng->efd = -1;
 	pthread_mutex_init(&eng->dest_lock, NULL);
+	pthread_mutex_init(&eng->park_lock, NULL);
 	{
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
@@ -1183,6 +1196,7 @@ err:
 	if (eng->efd >= 0)
 		close(eng->efd);
 	pthread_mutex_destroy(&eng->dest_lock);
+	pthread_mutex_destroy(&eng->park_lock);
 	free(eng);
 	return ret;
 }
@@ -1434,7 +1448,13 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	memcpy(eq->dst.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
 	eq->dst.port = 4791;
 	ret = uroce_netio_tx_open(eng->nio, sgid.raw, qp->qpx.qp_base.qp_num, &eq->tx);
+	/* IP carries the AV's GRH traffic class and hop limit (RoCEv2 A17.4.5), as rxe
+	 * sends them for connected QPs too. */
+	if (!ret && uroce_netio_tx_set_grh)
+		ret = uroce_netio_tx_set_grh(eq->tx, qp->attr.ah_attr.grh.traffic_class,
+					     qp->attr.ah_attr.grh.hop_limit);
 	if (ret) {
+		uroce_netio_tx_close(eq->tx);
 		free(eq);
 		return ret;
 	}
@@ -1445,7 +1465,8 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 		memcpy(eq->src.sgid, sgid.raw, 16);
 		eq->src.sport = uroce_netio_tx_sport(eq->tx);
 		eq->src.qpn = qp->qpx.qp_base.qp_num;
-		eq->src.hop_limit = 64;   /* what the UDP socket's packets carry on lo */
+		eq->src.tclass = qp->attr.ah_attr.grh.traffic_class;
+		eq->src.hop_limit = qp->attr.ah_attr.grh.hop_limit;   /* 0: shm.c records 64 */
 	}
 	io.xmit = eng_xmit;
 	io.xmitv = eng_xmitv;
@@ -1538,6 +1559,19 @@ static void park(struct engine_qp *eq, struct uroce_rc *rc, uint64_t now)
 		eq->park_due = now + wait;
 	}
 	eq->corked = false;
+	if (!eq->park_listed) {
+		struct uroce_engine *eng = eq->eng;
+
+		pthread_mutex_lock(&eng->park_lock);
+		if (eng->npark < PARK_MAX) {
+			eng->park_qpn[eng->npark++] = eq->qpn;
+			eq->park_listed = true;
+		} else {
+			eng->park_overflow = true;
+		}
+		pthread_mutex_unlock(&eng->park_lock);
+	}
+	/* After the list: a flush that clears the flag takes the list after it. */
 	atomic_store(&eq->eng->any_parked, true);
 	/* No doorbell (it would cost the progress thread a wake-up per batch on the poster's
 	 * CPU): the ACK of the packets in flight runs the QP, and the peer sends it at once
@@ -1557,13 +1591,46 @@ static void unpark(struct uroce_qp *qp, struct uroce_rc *rc)
 		eng_flush(eq);
 }
 
-/* Send every QP's parked packets (an application thread polls or sleeps).  The relaxed
- * load keeps the common case -- nothing parked -- to one read on a busy poll. */
+/* flush_parked's visit: the QP may park again and be listed anew. */
+static void unpark_listed(struct uroce_qp *qp, struct uroce_rc *rc)
+{
+	struct engine_qp *eq = engine_qp_of(rc);
+
+	if (eq)
+		eq->park_listed = false;
+	unpark(qp, rc);
+}
+
+/* Send the parked packets of every QP parked since the last flush (an application thread
+ * polls or sleeps).  The relaxed load keeps the common case -- nothing parked -- to one
+ * read on a busy poll.  A QP listed and destroyed since is not found by its number; one
+ * whose number was reused meanwhile has at worst its cork sent early. */
 static void flush_parked(struct uroce_engine *eng)
 {
-	if (atomic_load_explicit(&eng->any_parked, memory_order_relaxed) &&
-	    atomic_exchange(&eng->any_parked, false))
-		each_rc_qp(eng, unpark);
+	struct uroce_context *ctx = eng->ctx;
+	uint32_t qpn[PARK_MAX];
+	unsigned n;
+	bool all;
+
+	if (!atomic_load_explicit(&eng->any_parked, memory_order_relaxed) ||
+	    !atomic_exchange(&eng->any_parked, false))
+		return;
+	pthread_mutex_lock(&eng->park_lock);
+	n = eng->npark;
+	all = eng->park_overflow;
+	memcpy(qpn, eng->park_qpn, n * sizeof(qpn[0]));
+	eng->npark = 0;
+	eng->park_overflow = false;
+	pthread_mutex_unlock(&eng->park_lock);
+	if (all) {
+		atomic_fetch_add_explicit(&eng->park_walks, 1, memory_order_relaxed);
+		each_rc_qp(eng, unpark_listed);
+		return;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	for (unsigned i = 0; i < n; i++)
+		on_rc_qp(uroce_qptable_lookup(&ctx->qp_by_num, qpn[i]), unpark_listed);
+	pthread_mutex_unlock(&ctx->lock);
 }
 
 bool uroce_transport_post(struct uroce_qp *qp)
@@ -1757,7 +1824,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		uroce_netio_stats(eng->nio, &st);
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
-			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu\n", (int)getpid(),
+			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1767,7 +1834,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_WAITS] : 0),
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_FULL] : 0),
 			(unsigned long long)atomic_load(&eng->cr_waits),
-			(unsigned long long)st.tx_sockets_max);
+			(unsigned long long)st.tx_sockets_max,
+			(unsigned long long)atomic_load(&eng->park_walks));
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);

@@ -16,7 +16,7 @@
 #      messages) and ib_read_bw / ib_atomic_bw run over uroce;
 #   2. tshark dissects the file as InfiniBand: every packet must dissect as a BTH of an RC
 #      opcode, none malformed, and SEND FIRST/MIDDLE/LAST, ACK, READ request/response and
-#      atomic packets must all be there;
+#      atomic packets must all be there, and every packet's IPv4 TTL is its AV's hop limit;
 #   3. scapy (Debian's /usr/bin/python3, scapy.contrib.roce) recomputes every packet's ICRC.
 # The UDP path: two uroce processes of one host talk through a shared-memory link by default,
 # which puts nothing on lo (docs/transport.md "The shared-memory link").  The capture is of
@@ -105,6 +105,13 @@ for op in 0 1 2 12 13 14 15 17 18 20; do   # SEND F/M/L, READ req + resp F/M/L, 
 	echo "$ops" | awk -v o=$op '$2 == o { f = 1 } END { exit !f }' || fail "no packet with opcode $op"
 done
 
+# IP carries the AV's GRH hop limit as TTL (RoCEv2 A17.4.5, as rxe): ibv_rc_pingpong's AV asks
+# for 1, perftest's for 255, and nothing else may appear (uroce sent the socket's default, 64,
+# for connected QPs before 2026-12-02).
+ttls=$(tshark -r "$cap" -Y udp.port==4791 -T fields -e ip.ttl 2>/dev/null | sort -n | uniq -c)
+echo "IPv4 TTLs (count TTL):"; echo "$ttls"
+[ "$(echo "$ttls" | awk '{ print $2 }' | tr '\n' ' ')" = "1 255 " ] ||
+	fail "TTLs are not the AVs' hop limits (1 from ibv_rc_pingpong, 255 from perftest)"
 env -u LD_PRELOAD /usr/bin/python3 - "$cap" "$MODE" <<'PY' || fail "scapy ICRC check ($MODE)"
 import sys
 from scapy.all import rdpcap, IP, UDP, raw
