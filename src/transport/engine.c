@@ -1323,7 +1323,8 @@ static int eng_ud_xmit(struct uroce_qp *qp, const struct uroce_ah *ah, uint8_t *
 		eq->tx = NULL;
 	}
 	if (!eq->tx) {
-		ret = uroce_netio_tx_open(eq->eng->nio, ah->sgid, qp->qpx.qp_base.qp_num, &eq->tx);
+		ret = uroce_netio_tx_open(eq->eng->nio, ah->sgid, qp->qpx.qp_base.qp_num,
+					  ah->attr.grh.traffic_class, ah->attr.grh.hop_limit, &eq->tx);
 		if (ret)
 			return ret;
 		memcpy(eq->sgid, ah->sgid, 16);
@@ -1447,14 +1448,12 @@ int uroce_transport_qp_modify(struct uroce_qp *qp, enum ibv_qp_state cur, enum i
 	eq->eng = eng;
 	memcpy(eq->dst.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
 	eq->dst.port = 4791;
-	ret = uroce_netio_tx_open(eng->nio, sgid.raw, qp->qpx.qp_base.qp_num, &eq->tx);
 	/* IP carries the AV's GRH traffic class and hop limit (RoCEv2 A17.4.5), as rxe
 	 * sends them for connected QPs too. */
-	if (!ret && uroce_netio_tx_set_grh)
-		ret = uroce_netio_tx_set_grh(eq->tx, qp->attr.ah_attr.grh.traffic_class,
-					     qp->attr.ah_attr.grh.hop_limit);
+	ret = uroce_netio_tx_open(eng->nio, sgid.raw, qp->qpx.qp_base.qp_num,
+				  qp->attr.ah_attr.grh.traffic_class, qp->attr.ah_attr.grh.hop_limit,
+				  &eq->tx);
 	if (ret) {
-		uroce_netio_tx_close(eq->tx);
 		free(eq);
 		return ret;
 	}

@@ -642,7 +642,7 @@ static unsigned nio_sports(const struct uroce_netio *nio)
 }
 
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
-			struct uroce_netio_tx **out)
+			uint8_t traffic_class, uint8_t hop_limit, struct uroce_netio_tx **out)
 {
 	struct uroce_netio_tx *tx;
 	struct tx_sock *s;
@@ -663,7 +663,8 @@ int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_
 	slot = sport_slot(qpn, slots);
 	tx->slot = slot;
 	pthread_mutex_lock(&nio->tx_lock);
-	ret = tx_sock_get(nio, sgid, slot, 0, 0, slot_port(slot, slots, 0), &s);
+	ret = tx_sock_get(nio, sgid, slot, traffic_class, hop_limit, slot_port(slot, slots, 0),
+			  &s);
 	pthread_mutex_unlock(&nio->tx_lock);
 	if (ret)
 		goto fail;

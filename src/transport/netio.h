@@ -51,10 +51,13 @@ void uroce_netio_close(struct uroce_netio *nio);
 int uroce_netio_fd(const struct uroce_netio *nio);
 
 /* A QP's sender.  @sgid is the source GID (from the QP's AV or the UD AH), @qpn picks the
- * UDP source port.  (netio.c: if another program holds that port exclusively, the next
- * candidates of the range are tried; -EADDRNOTAVAIL if @sgid is not a local address.) */
+ * UDP source port, @traffic_class and @hop_limit are the AV's GRH fields (as
+ * uroce_netio_tx_set_grh: the sender starts on the shared socket of its own fields, so
+ * opening never makes a socket only to leave it).  (netio.c: if another program holds
+ * that port exclusively, the next candidates of the range are tried; -EADDRNOTAVAIL if
+ * @sgid is not a local address.) */
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
-			struct uroce_netio_tx **out);
+			uint8_t traffic_class, uint8_t hop_limit, struct uroce_netio_tx **out);
 void uroce_netio_tx_close(struct uroce_netio_tx *tx);
 /* The UDP source port the sender is bound to (what a same-host shm link reports as the
  * packets' source port, shm.h). */

@@ -72,8 +72,8 @@ static int test_sockets(void)
 	nio.sports = DEFAULT_SPORTS;
 	for (q2 = q1 + 1; sport_slot(q2, DEFAULT_SPORTS) != sport_slot(q1, DEFAULT_SPORTS); q2++)
 		;
-	CHECK(uroce_netio_tx_open(&nio, lo4, q1, &t1) == 0, "first QP");
-	ret = uroce_netio_tx_open(&nio, lo4, q2, &t2);
+	CHECK(uroce_netio_tx_open(&nio, lo4, q1, 0, 0, &t1) == 0, "first QP");
+	ret = uroce_netio_tx_open(&nio, lo4, q2, 0, 0, &t2);
 	CHECK(ret == 0, "second QP in the same slot (port %#x): %d", port_of(q1, DEFAULT_SPORTS), ret);
 	if (!t1 || !t2)
 		return check_summary();
@@ -132,7 +132,7 @@ static int test_sockets(void)
 	ex = socket(AF_INET, SOCK_DGRAM, 0);
 	sa.sin_port = htons(port_of(q3, DEFAULT_SPORTS));
 	CHECK(bind(ex, (struct sockaddr *)&sa, sizeof(sa)) == 0, "hold port %#x", port_of(q3, DEFAULT_SPORTS));
-	ret = uroce_netio_tx_open(&nio, lo4, q3, &t3);
+	ret = uroce_netio_tx_open(&nio, lo4, q3, 0, 0, &t3);
 	CHECK(ret == 0 && t3 && t3->sport != port_of(q3, DEFAULT_SPORTS) && t3->sport >= 0xC000,
 	      "QP with a held port: %d, port %#x", ret, t3 ? t3->sport : 0);
 	close(ex);
@@ -142,11 +142,31 @@ static int test_sockets(void)
 	uroce_netio_tx_close(t3);
 	CHECK(nio.tx_nsocks == 0, "every socket closed with its last QP (%u open)", nio.tx_nsocks);
 
+	/* A sender opened with its AV's GRH starts on that GRH's socket: no default-GRH
+	 * socket is made on the way (the most open at once stays 1). */
+	nio.tx_nsocks_max = 0;
+	ret = uroce_netio_tx_open(&nio, lo4, q1, 0x28, 33, &t1);
+	CHECK(ret == 0 && nio.tx_nsocks == 1 && nio.tx_nsocks_max == 1,
+	      "open with a GRH: %d, %u open, %u at most", ret, nio.tx_nsocks, nio.tx_nsocks_max);
+	if (t1) {
+		int tos = -1, ttl = -1;
+		socklen_t l = sizeof(int);
+
+		getsockopt(t1->fd, IPPROTO_IP, IP_TOS, &tos, &l);
+		getsockopt(t1->fd, IPPROTO_IP, IP_TTL, &ttl, &l);
+		CHECK(tos == 0x28 && ttl == 33, "TOS %#x TTL %d on the socket opened with them", tos, ttl);
+		CHECK(uroce_netio_tx_set_grh(t1, 0x28, 33) == 0 && nio.tx_nsocks_max == 1,
+		      "its own GRH again: no change");
+	}
+	uroce_netio_tx_close(t1);
+	CHECK(nio.tx_nsocks == 0, "closed (%u open)", nio.tx_nsocks);
+	nio.tx_nsocks_max = 0;
+
 	/* 1,000 QPs: one socket per slot they fall in, never more than the slots. */
 	for (unsigned i = 0; i < 1000; i++) {
 		unsigned sl = sport_slot(5000 + i, DEFAULT_SPORTS);
 
-		if (uroce_netio_tx_open(&nio, lo4, 5000 + i, &many[i]) == 0)
+		if (uroce_netio_tx_open(&nio, lo4, 5000 + i, 0, 0, &many[i]) == 0)
 			opened++;
 		if (!seen[sl])
 			slots_seen++;

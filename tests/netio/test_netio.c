@@ -168,7 +168,7 @@ static void side_open(struct side *s, const char *devname, int family)
 	for (int i = 0; i < NQP; i++) {
 		ret = uroce_ipc_qpn_alloc(s->ipc, devname, &s->me.qpn[i]);
 		if (!ret)
-			ret = uroce_netio_tx_open(s->nio, s->me.gid, s->me.qpn[i], &s->tx[i]);
+			ret = uroce_netio_tx_open(s->nio, s->me.gid, s->me.qpn[i], 0, 0, &s->tx[i]);
 		if (ret) {
 			fprintf(stderr, "%s: QP %d: %s\n", s->name, i, strerror(-ret));
 			exit(1);

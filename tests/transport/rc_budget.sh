@@ -86,9 +86,9 @@ fds|fds_off)
 		if [ "$CASE" = fds_off ]; then
 			fail "1,000 QPs with a socket per port ran under 512 descriptors: the fds case proves nothing"
 		else
-			# 256 slots, plus the one socket of the default GRH a QP holds while it
-			# moves to its AV's (perftest's hop limit 255) at RTR.
-			[ "$socks" -ge 1 ] && [ "$socks" -le 257 ] || fail "$socks send sockets (want 1-257)"
+			# One per slot: a QP opens its sender with its AV's GRH (perftest's hop
+			# limit 255), never passing through another socket on the way.
+			[ "$socks" -ge 1 ] && [ "$socks" -le 256 ] || fail "$socks send sockets (want 1-256)"
 		fi
 	elif [ "$CASE" = fds_off ]; then
 		socks=$(max_socks)

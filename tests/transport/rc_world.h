@@ -34,7 +34,8 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out) { (voi
 void uroce_netio_close(struct uroce_netio *nio) { (void)nio; }
 int uroce_netio_fd(const struct uroce_netio *nio) { (void)nio; return -1; }
 int uroce_netio_tx_open(struct uroce_netio *nio, const uint8_t sgid[16], uint32_t qpn,
-			struct uroce_netio_tx **out) { (void)nio; (void)sgid; (void)qpn; (void)out; return -ENOSYS; }
+			uint8_t tclass, uint8_t hop_limit, struct uroce_netio_tx **out)
+{ (void)nio; (void)sgid; (void)qpn; (void)tclass; (void)hop_limit; (void)out; return -ENOSYS; }
 void uroce_netio_tx_close(struct uroce_netio_tx *tx) { (void)tx; }
 int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 		     struct uroce_txpkt *pkts, unsigned n) { (void)tx; (void)dst; (void)pkts; (void)n; return -ENOSYS; }
