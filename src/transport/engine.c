@@ -1823,7 +1823,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		uroce_netio_stats(eng->nio, &st);
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
-			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu\n", (int)getpid(),
+			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
+			"rx_socket_drops=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1834,7 +1835,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)(sc ? sc[UROCE_SHM_C_TX_FULL] : 0),
 			(unsigned long long)atomic_load(&eng->cr_waits),
 			(unsigned long long)st.tx_sockets_max,
-			(unsigned long long)atomic_load(&eng->park_walks));
+			(unsigned long long)atomic_load(&eng->park_walks),
+			(unsigned long long)st.rx_socket_drops);
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <pthread.h>
@@ -1326,6 +1327,16 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 	out->rx_truncated = ctr_get(nio, C_RX_TRUNC);
 	out->tx_sockets = __atomic_load_n(&nio->tx_nsocks, __ATOMIC_RELAXED);
 	out->tx_sockets_max = __atomic_load_n(&nio->tx_nsocks_max, __ATOMIC_RELAXED);
+	{
+		/* The kernel's own count for this socket (sk_drops): the namespace-wide
+		 * UdpRcvbufErrors cannot tell a data receiver's overflow from its peer's. */
+		uint32_t mi[SK_MEMINFO_VARS];
+		socklen_t l = sizeof(mi);
+
+		if (!getsockopt(nio->fd, SOL_SOCKET, SO_MEMINFO, mi, &l) &&
+		    l > SK_MEMINFO_DROPS * sizeof(uint32_t))
+			out->rx_socket_drops = mi[SK_MEMINFO_DROPS];
+	}
 }
 
 void uroce_netio_count_misrouted(struct uroce_netio *nio)

@@ -139,6 +139,9 @@ struct uroce_netio_stats {
 					      * port slot; at most UROCE_UDP_SPORTS per source
 					      * GID and GRH) */
 	uint64_t tx_sockets_max;             /* the most send sockets open at once */
+	uint64_t rx_socket_drops;            /* datagrams the kernel dropped at the receive
+					      * socket, its buffer full (SO_MEMINFO): this
+					      * context's share of UdpRcvbufErrors */
 };
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
 /* The transport found no QP of this process for a valid packet's destination QPN (a

@@ -6,8 +6,9 @@
 # tests/daemon/nsrun.sh: the network namespace is the test's own, so /proc/net/snmp's
 # UDP counters are this test's packets only.
 #
-#   stream   ib_write_bw -q 1000 -s 65536 for 3 s: the receiver's socket drops (RcvbufErrors)
-#            at most 0.1% of the client's packets and the client's QPs send at most 1% of
+#   stream   ib_write_bw -q 1000 -s 65536 for 3 s: the receiver's socket drops (its own
+#            count, SO_MEMINFO; with the client's, the namespace's RcvbufErrors) at most
+#            0.1% of the client's packets and the client's QPs send at most 1% of
 #            them again; the client's QPs waited for credits (credit_waits > 0, uroce's
 #            counters), so the budget was what held them back
 #   off      the negative control: the same with UROCE_UDP_INFLIGHT_KB=0 (no budget) must
@@ -46,22 +47,41 @@ qp_sum() {
 		END { print s + 0 }' "$2"
 }
 
-stream() { # ENV...: one ib_write_bw -q 1000 pair; sets tx retrans waits drops
+# Sum of rx_socket_drops over the UROCE_ENGINE_STATS lines of FILE: what the kernel dropped
+# at that side's receive socket (SO_MEMINFO), so the data receiver's overflow is told from
+# the client's (ACKs its socket had no room for: harmless while later ACKs arrive, since
+# ACKs are cumulative, but counted in the same UdpRcvbufErrors).
+sock_drops() {
+	awk '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++) if ($i ~ /^rx_socket_drops=/) {
+		sub(/.*=/, "", $i); s += $i } } END { print s + 0 }' "$1"
+}
+
+stream() { # ENV...: one ib_write_bw -q 1000 pair; sets tx retrans waits drops (the
+	# server's socket, the data's receiver), ack_drops (the client's) and all (the namespace)
 	a="ib_write_bw -x 0 -F --report_gbits -s 65536 -D 3 -q 1000"
 	d0=$(udp_stat RcvbufErrors)
-	export "$@"
+	export UROCE_ENGINE_STATS=1 "$@"
 	run_pair 300 $port "$a" "$a $SADDR" || return 1
 	tx=$(qp_sum tx "$tmp/cli")
 	retrans=$(qp_sum retrans "$tmp/cli")
 	waits=$(qp_sum credit_waits "$tmp/cli")
-	drops=$(( $(udp_stat RcvbufErrors) - d0 ))
-	echo "client: $tx packets, $retrans sent again, $waits credit waits; receive buffer overflows: $drops"
+	all=$(( $(udp_stat RcvbufErrors) - d0 ))
+	drops=$(sock_drops "$tmp/srv")
+	ack_drops=$(sock_drops "$tmp/cli")
+	summary="client: $tx packets, $retrans sent again, $waits credit waits; receive buffer overflows: $drops at the server's socket, $ack_drops at the client's (ACKs), $all in the namespace"
+	echo "$summary"
+	# The sockets' counts are read when each context closes; the namespace's also holds what
+	# arrived after that, at a socket no longer drained (a few to a few thousand with
+	# retransmissions still in flight), so they are at most the namespace's: more would
+	# mean they read someone else's sockets.
+	[ $((drops + ack_drops)) -le "$all" ] ||
+		fail "the sockets' drops ($drops + $ack_drops) exceed the namespace's $all"
 	[ "$tx" -gt 100000 ] || fail "only $tx packets sent: nothing streamed"
 }
 
 case $CASE in
 stream)
-	if stream UROCE_ENGINE_STATS=1; then
+	if stream; then
 		[ $((drops * 1000)) -le "$tx" ] || fail "$drops of $tx packets overflowed the receiver's socket (> 0.1%)"
 		[ $((retrans * 100)) -le "$tx" ] || fail "$retrans of $tx packets sent again (> 1%)"
 		[ "$waits" -gt 0 ] || fail "no QP waited for credits: the budget did not hold anything back"
@@ -80,7 +100,7 @@ fds|fds_off)
 		awk '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++) if ($i ~ /^tx_sockets_max=/) {
 			sub(/.*=/, "", $i); if ($i + 0 > m) m = $i + 0 } } END { print m + 0 }' "$tmp/cli"
 	}
-	if stream UROCE_ENGINE_STATS=1; then
+	if stream; then
 		socks=$(max_socks)
 		echo "client: at most $socks send sockets open at once"
 		if [ "$CASE" = fds_off ]; then
@@ -112,5 +132,7 @@ faults)
 *)
 	echo "unknown case $CASE"; exit 2 ;;
 esac
+# Again at the end, below the 2,000 per-QP lines: what a failed run's tail should show.
+[ -n "${summary:-}" ] && echo "$summary"
 [ $fails -eq 0 ] && echo "PASS $CASE"
 exit $([ $fails -eq 0 ] && echo 0 || echo 1)
