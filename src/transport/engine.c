@@ -93,6 +93,7 @@ struct uroce_engine {
 	bool park_overflow;
 	uint32_t park_qpn[PARK_MAX];
 	_Atomic uint64_t park_walks;     /* flushes that walked every QP (UROCE_ENGINE_STATS) */
+	_Atomic uint64_t timer_walks;    /* run_timers walks of every QP (UROCE_ENGINE_STATS) */
 	uint64_t autocork_ns;            /* 0 = off (UROCE_AUTOCORK=0) */
 	/* In-flight budgets, one per UDP destination (see "Credits" below): a list that only
 	 * grows while the context lives (pushed under dest_lock, read without it). */
@@ -736,6 +737,7 @@ static void run_timers(struct uroce_engine *eng)
 	/* Deadlines set from here on lower the hint again (eng_timer); what the walk finds is
 	 * merged in at the end. */
 	atomic_store(&eng->due_hint, 0);
+	atomic_fetch_add_explicit(&eng->timer_walks, 1, memory_order_relaxed);
 
 	pthread_mutex_lock(&ctx->lock);
 	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
@@ -1824,7 +1826,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
 			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
-			"rx_socket_drops=%llu\n", (int)getpid(),
+			"timer_walks=%llu rx_socket_drops=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1836,6 +1838,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)atomic_load(&eng->cr_waits),
 			(unsigned long long)st.tx_sockets_max,
 			(unsigned long long)atomic_load(&eng->park_walks),
+			(unsigned long long)atomic_load(&eng->timer_walks),
 			(unsigned long long)st.rx_socket_drops);
 	}
 	uroce_shm_close(eng->shm);
