@@ -281,6 +281,11 @@ struct uroce_rc {
 	enum uroce_rc_err pending_err;   /* raised after qp->lock is dropped */
 	enum ibv_event_type pending_event;
 	struct uroce_rc_stats st;
+	/* The QP's slot in the context's counter block (`uroce stat`), or -1 for none: kept
+	 * rather than looked up at each publish, since a QP past the block's PUB_SLOTS has
+	 * none and the lookup of one that has none scans every slot (with 50,000 QPs that
+	 * was 57% of the CPU of bench/qp_scale's WRITE phase). */
+	int pub_slot;
 };
 
 /* ---- engine entry points (caller holds qp->lock) ---- */

@@ -88,13 +88,16 @@ static struct uroce_counters *pub_block(const struct uroce_qp *qp)
 	return c;
 }
 
-static void pub_attach(struct uroce_qp *qp)
+static int pub_attach(struct uroce_qp *qp)
 {
 	struct uroce_counters *c = pub_block(qp);
+	int slot;
 
 	/* -ENOSPC (every slot used): this QP is not listed; nothing else depends on it. */
-	if (c)
-		(void)uroce_counters_slot_take(c, qp->qpx.qp_base.qp_num, qp->qpx.qp_base.qp_type);
+	if (!c)
+		return -1;
+	slot = uroce_counters_slot_take(c, qp->qpx.qp_base.qp_num, qp->qpx.qp_base.qp_type);
+	return slot < 0 ? -1 : slot;
 }
 
 /* The slot's values are the last published ones, so the growth since then is what the
@@ -125,27 +128,22 @@ bool uroce_rc_publish(struct uroce_qp *qp)
 {
 	struct uroce_rc *rc = uroce_rc_of(qp);
 	struct uroce_counters *c;
-	int slot;
 
-	if (!rc || !(c = pub_block(qp)))
+	if (!rc || rc->pub_slot < 0 || !(c = pub_block(qp)))
 		return false;
-	slot = uroce_counters_slot_find(c, qp->qpx.qp_base.qp_num);
-	return slot >= 0 && pub_slot(c, slot, &rc->st);
+	return pub_slot(c, rc->pub_slot, &rc->st);
 }
 
 /* The last values go into the totals; the slot is free for the next QP. */
-static void pub_detach(struct uroce_qp *qp, const struct uroce_rc_stats *st)
+static void pub_detach(struct uroce_qp *qp, struct uroce_rc *rc)
 {
-	struct uroce_counters *c = pub_block(qp);
-	int slot;
+	struct uroce_counters *c;
 
-	if (!c)
+	if (rc->pub_slot < 0 || !(c = pub_block(qp)))
 		return;
-	slot = uroce_counters_slot_find(c, qp->qpx.qp_base.qp_num);
-	if (slot < 0)
-		return;
-	pub_slot(c, slot, st);
-	uroce_counters_slot(c, (unsigned)slot, 0, 0);
+	pub_slot(c, rc->pub_slot, &rc->st);
+	uroce_counters_slot(c, (unsigned)rc->pub_slot, 0, 0);
+	rc->pub_slot = -1;
 }
 
 static uint32_t mtu_bytes(enum ibv_mtu m)
@@ -178,7 +176,7 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 			return -ENOMEM;
 		}
 		qp->transport = rc;
-		pub_attach(qp);
+		rc->pub_slot = pub_attach(qp);
 	}
 	rc->qp = qp;
 	rc->io = *io;
@@ -231,7 +229,7 @@ void uroce_rc_detach(struct uroce_qp *qp)
 	uroce_rc_credit_sync(rc, true);
 	if (env && *env && *env != '0')
 		print_stats(qp, &rc->st);
-	pub_detach(qp, &rc->st);
+	pub_detach(qp, rc);
 	qp->transport = NULL;
 	if (rc->io.release)
 		rc->io.release(rc->io.arg);
