@@ -874,7 +874,20 @@ static bool lease_held(struct uroce_engine *eng, uint64_t now)
 {
 	uint64_t st = atomic_load(&eng->poll_stamp);
 
-	return eng->lease_ns && st && now - st < eng->lease_ns;
+	/* Signed: a stamp may lie ahead of now (a lease longer than lease_ns, see
+	 * uroce_transport_poll). */
+	return eng->lease_ns && st && (int64_t)(now - st) < (int64_t)eng->lease_ns;
+}
+
+/* Renew the lease to @stamp unless it already lasts longer: an empty poll right after a
+ * poll that extended the lease (uroce_transport_poll) must not cut it back to lease_ns.
+ * Two application threads racing here may leave the shorter of their stamps: harmless. */
+static void lease_renew(struct uroce_engine *eng, uint64_t stamp)
+{
+	uint64_t cur = atomic_load_explicit(&eng->poll_stamp, memory_order_relaxed);
+
+	if (!cur || (int64_t)(stamp - cur) > 0)
+		atomic_store_explicit(&eng->poll_stamp, stamp, memory_order_relaxed);
 }
 
 /* Put the socket into the progress thread's epoll set, or take it out (events 0).  A
@@ -1746,9 +1759,26 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		 * ib_write_bw sender's CPU over UDP).  A clock read per such poll: it has
 		 * just processed packets, which costs far more. */
 		if (eng->lease_ns) {
+			uint64_t gap;
+
 			now = uroce_rc_clock();
-			if (now - last_poll < POLL_FOUND_GAP_NS)
-				atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
+			gap = now - last_poll;
+			/* The lease lasts until the thread's next poll is due: four times the
+			 * gap since its last one, if that is longer than lease_ns, and at most
+			 * POLL_FOUND_GAP_NS.  ib_write_bw's sender polls 0.1-1 ms apart: with
+			 * 200 us the lease ran out between most of its polls, the progress
+			 * thread took the socket back and received 50,000-75,000 of its
+			 * ~200,000 datagrams in 4 s (twice the gap: still 45,000-55,000).
+			 * The stamp then lies ahead of now.  An application that stops
+			 * polling without a word leaves a datagram at most that late, once per
+			 * LEASE_BACKOFF_NS. */
+			if (gap < POLL_FOUND_GAP_NS) {
+				uint64_t len = 4 * gap < POLL_FOUND_GAP_NS ? 4 * gap : POLL_FOUND_GAP_NS;
+
+				if (len < eng->lease_ns)
+					len = eng->lease_ns;
+				lease_renew(eng, now + (len - eng->lease_ns));
+			}
 			last_poll = now;
 		}
 		return got;
@@ -1767,7 +1797,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 
 		now = uroce_rc_clock();
 		if (now - last_empty < POLL_SPIN_GAP_NS)
-			atomic_store_explicit(&eng->poll_stamp, now, memory_order_relaxed);
+			lease_renew(eng, now);
 		last_empty = last_poll = now;
 		if (due && now >= due && atomic_load(&eng->sock_off)) {
 			run_timers(eng);

@@ -31,6 +31,19 @@
  *                    without autocork each post is a sendmsg of its own, and it makes none).
  *                    GSO sends are the UDP path's: this mode runs with UROCE_LINK=udp (on the
  *                    same-host shm link a batch is one ring publish, not counted).
+ *   rc_lease gap     the default lease (200 us), UDP.  GAP_N SEND ping-pongs in which the
+ *                    client, after each post, spins on the clock without verbs before it
+ *                    polls, as a streaming sender does between its bursts (ib_write_bw's
+ *                    polls are 0.1-1 ms apart), and each poll finds the reply waiting: in
+ *                    each ten, one busy-polled ping-pong, one spin of GAP_SHORT_US (150 us,
+ *                    within the plain lease) and eight of GAP_US (400 us).  A poll that finds packets extends the
+ *                    lease to four times the gap since the thread's previous one (at most
+ *                    1 ms), so the client's application thread must drain at least 3/4 of
+ *                    its datagrams; with the lease fixed at 200 us the progress thread
+ *                    took them back in the long gaps (1649 of 2340).
+ *   rc_lease gap_off  the negative control: the same with GAP_OFF_US (1.5 ms, longer than
+ *                    any extension) for the long spins: the progress thread must drain
+ *                    more than half, so gap's check can fail.
  *   rc_lease corkwait  no lease.  Right after connecting (the server has sent nothing), the
  *                    client posts two RDMA WRITEs back to back -- the second is parked
  *                    behind the first, unacknowledged -- and then calls no verbs; the server
@@ -73,6 +86,10 @@ static const char *who = "?";
 #define RQ_DEPTH 256                 /* the server's posted receives (cork) */
 #define SPIN_OFF 4096                /* the byte the client spins on (stop) */
 #define BUF_LEN 32768                /* cork: RQ_DEPTH receive slots, then the sends */
+#define GAP_N 400                    /* ping-pongs (gap) */
+#define GAP_US 400                   /* the client's spin between post and poll (gap) */
+#define GAP_SHORT_US 150             /* one of every ten spins: within the plain lease */
+#define GAP_OFF_US 1500              /* the same, longer than any lease (gap_off) */
 
 struct node {
 	struct ibv_context *ctx;
@@ -333,6 +350,47 @@ static int run(const char *mode, bool client, int sock)
 		printf("%s: rx_app=%llu rx_progress=%llu\n", who, app, prog);
 		return 0;
 	}
+	if (!strcmp(mode, "gap") || !strcmp(mode, "gap_off")) {
+		uint64_t gap = (!strcmp(mode, "gap") ? GAP_US : GAP_OFF_US) * 1000ull;
+
+		for (int i = 0; i < GAP_N; i++) {
+			post_recv(&n);
+			if (client) {
+				/* Blocks of 10: a busy-polled ping-pong (its empty polls take the
+				 * lease), a gap of GAP_SHORT_US (within the plain lease; its poll
+				 * extends the lease to 4 x 150 us), then eight of the gap under
+				 * test.  Each block takes the lease back where a stall (a loaded
+				 * CI machine) lost it: once the progress thread has put the reply
+				 * in the CQ, the poll that finds it does not drain the socket and
+				 * extends nothing. */
+				uint64_t until = now_ns() + (i % 10 == 0 ? 0 : i % 10 == 1 ? GAP_SHORT_US * 1000ull
+											   : gap);
+
+				post_send(&n, IBV_WR_SEND, 0);
+				while (now_ns() < until)
+					;
+				wait_wc(&n, 1);
+				wait_wc(&n, 2);
+			} else {
+				wait_wc(&n, 2);
+				post_send(&n, IBV_WR_SEND, 0);
+				wait_wc(&n, 1);
+			}
+		}
+		sync_byte(&n, client);
+		sync_byte(&n, !client);
+		close_node(&n, &app, &prog);
+		printf("%s: rx_app=%llu rx_progress=%llu\n", who, app, prog);
+		if (client && !strcmp(mode, "gap") && prog * 4 > app + prog)
+			DIE("polls %u us apart that find packets: the progress thread drained %llu of "
+			    "%llu datagrams (want <= 1/4): the lease did not cover the gap",
+			    GAP_US, prog, app + prog);
+		if (client && !strcmp(mode, "gap_off") && prog * 2 <= app + prog)
+			DIE("polls %u us apart: the progress thread drained only %llu of %llu "
+			    "datagrams (want > 1/2): the gap case proves nothing", GAP_OFF_US, prog,
+			    app + prog);
+		return 0;
+	}
 	if (!strcmp(mode, "cork")) {
 		cork_stream(&n, client);
 		sync_byte(&n, client);
@@ -465,13 +523,14 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	if (argc != 2)
-		DIE("usage: rc_lease poll|stop|sleep|cork|corkwait|corkerr");
+		DIE("usage: rc_lease poll|stop|sleep|cork|gap|gap_off|corkwait|corkerr");
 	lease = !strcmp(argv[1], "stop") ? "200000"
+		: !strncmp(argv[1], "gap", 3) ? "200"
 		: !strcmp(argv[1], "corkwait") || !strcmp(argv[1], "corkerr") ? "0" : "10000000";
 	if (!strcmp(argv[1], "corkerr"))
 		setenv("UROCE_AUTOCORK_US", "100000", 1);
-	/* cork counts the UDP path's GSO sends (see above). */
-	if (!strcmp(argv[1], "cork"))
+	/* cork counts the UDP path's GSO sends, gap its socket's lease (see above). */
+	if (!strcmp(argv[1], "cork") || !strncmp(argv[1], "gap", 3))
 		setenv("UROCE_LINK", "udp", 1);
 	setenv("UROCE_POLL_LEASE_US", lease, 1);
 	setenv("UROCE_ENGINE_STATS", "1", 1);
