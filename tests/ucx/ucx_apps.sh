@@ -156,9 +156,22 @@ perftest() {
 mpi() {
 	tx_before
 	echo "== $*"
+	# A launcher still running at 110 s is about to be killed (exit 124): record then what
+	# each thread of the MPI processes waits in, so that a hang at shutdown (seen once
+	# under ASan across namespaces, not reproduced in 38 runs) leaves a trace.
+	# (It looks once a second, so that what it leaves behind when killed is a sleep of 1 s.)
+	( _i=0
+	  while [ $_i -lt 110 ]; do sleep 1; _i=$((_i + 1)); done
+	  echo "== still running after 110 s (pid tid stat wchan command):"
+	  ps -eLo pid,tid,stat,wchan:32,args | grep -E 'mpi_check|NPopenmpi|NPmpich|orted|mpirun|mpiexec|hydra|python3' |
+		grep -v grep ) >"$tmp/hang" 2>&1 &
+	_wd=$!
 	timeout 120 "$@" >"$tmp/all" 2>&1
 	run_rc=$?
+	kill $_wd 2>/dev/null
+	wait $_wd 2>/dev/null
 	cat "$tmp/all"
+	[ $run_rc -ne 124 ] || cat "$tmp/hang"
 }
 
 # Open MPI 4.1: pml ucx and osc ucx only (Debian's openmpi-mca-params.conf excludes both
