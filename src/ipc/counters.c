@@ -146,20 +146,8 @@ int uroce_counters_fd(const struct uroce_counters *c)
 	return c->fd;
 }
 
-/* Open addressing without tombstones: a lookup cannot stop at a free slot (a QP that
- * probed past it may have been placed further on before the slot was freed), so a
- * miss scans every slot.  Misses are rare (a QP whose take failed); a hit is
- * usually the first probe because QPNs of one client are consecutive. */
-int uroce_counters_slot_find(struct uroce_counters *c, uint32_t qpn)
-{
-	if (!qpn || !c->n_slots)
-		return -ENOENT;
-	for (uint32_t i = 0, s = qpn % c->n_slots; i < c->n_slots; i++, s = (s + 1) % c->n_slots)
-		if (__atomic_load_n(&slot_hdr(c, s)->qpn, __ATOMIC_RELAXED) == qpn)
-			return (int)s;
-	return -ENOENT;
-}
-
+/* The probe starts at qpn % n_slots: QPNs of one client are consecutive, so the first
+ * probe is usually free.  The writer keeps the index it got (rc_qp.c): no lookup by QPN. */
 int uroce_counters_slot_take(struct uroce_counters *c, uint32_t qpn, uint32_t qp_type)
 {
 	int ret = -ENOSPC;

@@ -323,11 +323,9 @@ void uroce_counters_slot(struct uroce_counters *c, unsigned slot, uint32_t qpn, 
 int uroce_counters_fd(const struct uroce_counters *c);
 /* Slot bookkeeping for writers with many QPs (thread-safe among themselves):
  * take a free slot for qpn (as uroce_counters_slot: counters zeroed) and return its
- * index, or -ENOSPC when every slot is used, -EINVAL for qpn 0; find the slot of
- * qpn: its index, or -ENOENT.  Both start at qpn % n_slots, so a lookup usually
- * costs one probe.  Free a slot with uroce_counters_slot(c, slot, 0, 0). */
+ * index, which the writer keeps, or -ENOSPC when every slot is used, -EINVAL for qpn 0.
+ * Free a slot with uroce_counters_slot(c, slot, 0, 0). */
 int uroce_counters_slot_take(struct uroce_counters *c, uint32_t qpn, uint32_t qp_type);
-int uroce_counters_slot_find(struct uroce_counters *c, uint32_t qpn);
 
 /* Register the block with the daemon for dev as the context's block (block 0 of
  * proto.h; a second registration replaces the first).  It is dropped when the

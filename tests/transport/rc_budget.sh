@@ -47,14 +47,18 @@ qp_sum() {
 		END { print s + 0 }' "$2"
 }
 
-# Sum of rx_socket_drops over the UROCE_ENGINE_STATS lines of FILE: what the kernel dropped
-# at that side's receive socket (SO_MEMINFO), so the data receiver's overflow is told from
-# the client's (ACKs its socket had no room for: harmless while later ACKs arrive, since
-# ACKs are cumulative, but counted in the same UdpRcvbufErrors).
-sock_drops() {
-	awk '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++) if ($i ~ /^rx_socket_drops=/) {
-		sub(/.*=/, "", $i); s += $i } } END { print s + 0 }' "$1"
+# eng_stat sum|max KEY FILE: KEY= of the UROCE_ENGINE_STATS lines of FILE (one per context
+# at close), summed or the largest.
+eng_stat() {
+	awk -v op="$1" -v k="$2=" '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++)
+		if (index($i, k) == 1) { v = substr($i, length(k) + 1) + 0; s += v; if (v > m) m = v } }
+		END { print (op == "max" ? m : s) + 0 }' "$3"
 }
+# What the kernel dropped at a side's receive socket (rx_socket_drops, SO_MEMINFO), so the
+# data receiver's overflow is told from the client's (ACKs its socket had no room for:
+# harmless while later ACKs arrive, since ACKs are cumulative, but counted in the same
+# UdpRcvbufErrors).
+sock_drops() { eng_stat sum rx_socket_drops "$1"; }
 
 stream() { # ENV...: one ib_write_bw -q 1000 pair; sets tx retrans waits drops (the
 	# server's socket, the data's receiver), ack_drops (the client's) and all (the namespace)
@@ -96,10 +100,7 @@ fds|fds_off)
 	ulimit -n 512 || { echo "SKIP: cannot lower the descriptor limit"; exit 77; }
 	[ "$CASE" = fds_off ] && export UROCE_UDP_SPORTS=16384
 	# The most send sockets the client's context held at once (UROCE_ENGINE_STATS).
-	max_socks() {
-		awk '/^UROCE_ENGINE_STATS/ { for (i = 1; i <= NF; i++) if ($i ~ /^tx_sockets_max=/) {
-			sub(/.*=/, "", $i); if ($i + 0 > m) m = $i + 0 } } END { print m + 0 }' "$tmp/cli"
-	}
+	max_socks() { eng_stat max tx_sockets_max "$tmp/cli"; }
 	if stream; then
 		socks=$(max_socks)
 		echo "client: at most $socks send sockets open at once"

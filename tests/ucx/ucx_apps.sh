@@ -158,7 +158,7 @@ mpi() {
 	echo "== $*"
 	# A launcher still running at 110 s is about to be killed (exit 124): record then what
 	# each thread of the MPI processes waits in, so that a hang at shutdown (seen once
-	# under ASan across namespaces, not reproduced in 38 runs) leaves a trace.
+	# under ASan across namespaces, not reproduced in 13 ASan runs since) leaves a trace.
 	# (It looks once a second, so that what it leaves behind when killed is a sleep of 1 s.)
 	( _i=0
 	  while [ $_i -lt 110 ]; do sleep 1; _i=$((_i + 1)); done
