@@ -40,7 +40,8 @@
  *                    lease to four times the gap since the thread's previous one (at most
  *                    1 ms), so the client's application thread must drain at least 3/4 of
  *                    its datagrams; with the lease fixed at 200 us the progress thread
- *                    took them back in the long gaps (1649 of 2340).
+ *                    took them back in the long gaps (the previous engine: 748-828 of
+ *                    894-1,032 datagrams).
  *   rc_lease gap_off  the negative control: the same with GAP_OFF_US (1.5 ms, longer than
  *                    any extension) for the long spins: the progress thread must drain
  *                    more than half, so gap's check can fail.
