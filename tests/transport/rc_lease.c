@@ -36,12 +36,12 @@
  *                    polls, as a streaming sender does between its bursts (ib_write_bw's
  *                    polls are 0.1-1 ms apart), and each poll finds the reply waiting: in
  *                    each ten, one busy-polled ping-pong, one spin of GAP_SHORT_US (150 us,
- *                    within the plain lease) and eight of GAP_US (400 us).  A poll that finds packets extends the
- *                    lease to four times the gap since the thread's previous one (at most
- *                    1 ms), so the client's application thread must drain at least 3/4 of
- *                    its datagrams; with the lease fixed at 200 us the progress thread
- *                    took them back in the long gaps (the previous engine: 748-828 of
- *                    894-1,032 datagrams).
+ *                    within the plain lease) and eight of GAP_US (400 us).  A poll that
+ *                    finds packets extends the lease to four times the gap since the
+ *                    thread's previous one (at most 1 ms), so the client's application
+ *                    thread must drain at least 3/4 of its datagrams; with the lease fixed
+ *                    at 200 us the progress thread took them back in the long gaps (the
+ *                    previous engine: 748-828 of 894-1,032 datagrams).
  *   rc_lease gap_off  the negative control: the same with GAP_OFF_US (1.5 ms, longer than
  *                    any extension) for the long spins: the progress thread must drain
  *                    more than half, so gap's check can fail.
