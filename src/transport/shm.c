@@ -849,6 +849,8 @@ static void links_refresh(struct uroce_shm *s)
 	pthread_mutex_unlock(&s->add_lock);
 }
 
+static void links_reap(struct uroce_shm *s);
+
 int uroce_shm_poll(struct uroce_shm *s, int budget, uroce_netio_rx_fn fn, void *arg)
 {
 	int done = 0;
@@ -871,6 +873,15 @@ again:
 	 * just did). */
 	for (unsigned i = 0; i < s->nlinks; i++)
 		tx_spill_retry(s->links[i]);
+	/* A link whose peer is gone is let go once its ring is read: here too, not only at
+	 * uroced's wake-up (uroce_shm_wakeup), which may come while the dead peer's last
+	 * records are still unread -- and nothing wakes us for that link again
+	 * (transport_shm_kill once waited 5 s for shm_peers_gone). */
+	for (unsigned i = 0; i < s->nlinks; i++)
+		if (peer_gone(s->links[i])) {
+			links_reap(s);
+			break;
+		}
 	if (s->rx_pkts) {
 		ctr_add(s, UROCE_SHM_C_RX_PACKETS, s->rx_pkts);
 		ctr_add(s, UROCE_SHM_C_RX_BYTES, s->rx_bytes);
