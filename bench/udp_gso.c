@@ -4,15 +4,20 @@
  * on CPU 0, sender on CPU 1) and compare with iperf3 in the same minute: it is the ceiling
  * of a sender whose packets cost nothing to build (no ICRC, no protocol, no ACKs).
  *
- *   udp_gso -r [-p PORT] [-d SECONDS]                  receiver (stops after SECONDS + 1)
- *   udp_gso -t HOST [-p PORT] [-d SECONDS] [-s SHAPE]  sender
+ *   udp_gso -r [-p PORT] [-d SECONDS] [-m PMTU]                  receiver (stops after SECONDS + 1)
+ *   udp_gso -t HOST [-p PORT] [-d SECONDS] [-s SHAPE] [-m PMTU]  sender
  *
  * Shapes (each 64 KiB message = FIRST 28+4096+4 bytes, 14 MIDDLE and a LAST of 12+4096+4,
  * the UDP payloads of RoCEv2 packets: BTH [+ RETH] + payload + ICRC):
  *   uroce  what netio gives the kernel (since 1ef8263): FIRST alone, then the 14 MIDDLE
  *          and the LAST in one UDP_SEGMENT send (4112); the 4 KiB payloads point into a
  *          page-aligned buffer, and each packet's 4-byte tail and the next packet's
- *          header are one piece (two pieces per packet, as the engine lays them out)
+ *          header are one piece (two pieces per packet, as the engine lays them out).
+ *          With -m 1024 or 2048 (the path MTU of a 1500- or 3000-byte netdev) the message
+ *          is 64 or 32 packets of that payload, grouped as netio groups them: runs of
+ *          equal-sized packets, at most 64 segments and 65000 bytes per send, a shorter
+ *          packet starting a run of its own where that costs no extra send (at 1024:
+ *          FIRST + MIDDLE, then 62)
  *   uroce-old  what netio gave it before: FIRST + MIDDLE (segment 4128) and 13 MIDDLE +
  *          LAST, each packet three pieces (header, payload, tail)
  *   mmsg   the uroce-old sends in one sendmmsg
@@ -45,8 +50,13 @@
 #define UDP_GRO 104
 #endif
 
-#define NPKT 16                       /* 64 KiB at 4096 per packet */
-#define PAY 4096
+#define MSG 65536
+#define MAX_PKT 64                    /* 64 KiB at the smallest -m, 1024 */
+#define MAX_SEND 4                    /* sends per message */
+#define GSO_SEGS 64                   /* netio's GSO_MAX_SEGS */
+#define GSO_BYTES 65000               /* netio's GSO_MAX_BYTES */
+/* The path MTU (-m): 4096 unless told; NPKT packets of PAY bytes make one 64 KiB message. */
+static unsigned PAY = 4096, NPKT = 16;
 #define FIRST_LEN (28 + PAY + 4)      /* BTH + RETH + payload + ICRC */
 #define MID_LEN (12 + PAY + 4)        /* BTH + payload + ICRC */
 #define MSG_BYTES (FIRST_LEN + (NPKT - 1) * MID_LEN)
@@ -62,7 +72,7 @@ static double now(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: udp_gso -r [-p PORT] [-d SECONDS] | -t HOST [-p PORT] [-d SECONDS] "
-		"[-s uroce|uroce-old|mmsg|flat|gather|one]\n");
+		"[-s uroce|uroce-old|mmsg|flat|gather|one] [-m 1024|2048|4096]\n");
 	exit(2);
 }
 
@@ -124,24 +134,25 @@ static void set_gso(struct msghdr *m, char *cbuf, size_t cap, uint16_t seg)
 
 static int sender(const char *host, uint16_t port, int secs, const char *shape)
 {
-	static uint8_t hdr[NPKT][128] __attribute__((aligned(64)));
+	static uint8_t hdr[MAX_PKT][128] __attribute__((aligned(64)));
 	static uint8_t flat[2][65536] __attribute__((aligned(4096)));
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct iovec iov[2][3 * NPKT], giov[2][3 * NPKT];
+	struct iovec iov[MAX_SEND][3 * MAX_PKT], giov[2][3 * MAX_PKT];
 	unsigned gn[2] = { 0, 0 };
-	struct mmsghdr mm[2];
-	char cbuf[2][64];
-	unsigned niov[2] = { 0, 0 };
-	size_t len[2] = { 0, 0 };
+	struct mmsghdr mm[MAX_SEND];
+	char cbuf[MAX_SEND][64];
+	unsigned niov[MAX_SEND] = { 0 }, nseg[MAX_SEND] = { 0 }, nsend;
+	size_t len[MAX_SEND] = { 0 }, seg[MAX_SEND] = { 0 };
+	bool shut[MAX_SEND] = { false };
 	int fd = socket(AF_INET, SOCK_DGRAM, 0), pmtu = IP_PMTUDISC_DO, sz = 4 << 20;
-	uint8_t *app = aligned_alloc(4096, NPKT * PAY);
+	uint8_t *app = aligned_alloc(4096, MSG);
 	bool gather = !strcmp(shape, "gather");
 	bool pieces = strcmp(shape, "flat") && strcmp(shape, "one");
 	bool merged = !strcmp(shape, "uroce");   /* a tail and the next header: one piece */
 	/* packets in the first send */
 	unsigned split = strcmp(shape, "one") && strcmp(shape, "uroce") ? 2 : 1;
 	/* merged: header k at area + 64k + 8, its tail in the 4 bytes before header k + 1 */
-	static uint8_t area[(NPKT + 1) * 64] __attribute__((aligned(64)));
+	static uint8_t area[(MAX_PKT + 1) * 64] __attribute__((aligned(64)));
 	uint64_t msgs = 0, failed = 0;
 	double start, t;
 
@@ -150,15 +161,39 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 	if (strcmp(shape, "uroce") && strcmp(shape, "uroce-old") && strcmp(shape, "mmsg") &&
 	    strcmp(shape, "flat") && strcmp(shape, "one") && !gather)
 		usage();
-	memset(app, 0x5a, NPKT * PAY);
+	if (PAY != 4096 && !merged) {
+		fprintf(stderr, "udp_gso: -m applies to -s uroce only\n");
+		exit(2);
+	}
+	memset(app, 0x5a, MSG);
 	memset(hdr, 0xa5, sizeof(hdr));
 	memset(area, 0xa5, sizeof(area));
 	(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	/* merged (netio's shape): a send is a run of equal-sized packets, the last of a run
+	 * may be shorter, GSO_SEGS and GSO_BYTES at most (netio_send's grouping) */
+	nsend = merged ? 0 : 2;
 	for (unsigned k = 0; k < NPKT; k++) {
 		unsigned s = k < split ? 0 : 1;
 		size_t h = k ? 12 : 28;
+
+		if (merged) {
+			size_t plen = h + PAY + 4;
+
+			s = nsend - 1;   /* the open run, if any */
+			/* a shorter packet followed by the m - 1 of its size starts a run
+			 * there when that costs no extra send (netio's shorter_starts_run) */
+			unsigned m = NPKT - k, cap = GSO_BYTES / plen < GSO_SEGS ? GSO_BYTES / plen : GSO_SEGS;
+
+			if (!nsend || nseg[s] == GSO_SEGS || len[s] + plen > GSO_BYTES ||
+			    plen > seg[s] || shut[s] || (plen < seg[s] && m > 1 && m % cap != 1)) {
+				s = nsend++;
+				seg[s] = plen;
+			}
+			shut[s] = plen < seg[s];   /* a shorter packet ends its run */
+			nseg[s]++;
+		}
 
 		if (merged) {
 			uint8_t *hk = area + k * 64 + 8;
@@ -177,7 +212,7 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 		len[s] += h + PAY + 4;
 	}
 	memset(mm, 0, sizeof(mm));
-	for (unsigned s = 0; s < 2; s++) {
+	for (unsigned s = 0; s < nsend; s++) {
 		struct msghdr *m = &mm[s].msg_hdr;
 
 		if (gather) {   /* the pieces stay in iov[s]; what is sent is flat[s] */
@@ -193,8 +228,9 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 		m->msg_namelen = sizeof(a);
 		m->msg_iov = iov[s];
 		m->msg_iovlen = niov[s];
-		if (len[s] > FIRST_LEN)   /* more than one packet: a GSO send */
-			set_gso(m, cbuf[s], sizeof(cbuf[s]), s == 0 ? FIRST_LEN : MID_LEN);
+		if (merged ? nseg[s] > 1 : len[s] > FIRST_LEN)   /* more than one packet: GSO */
+			set_gso(m, cbuf[s], sizeof(cbuf[s]),
+				merged ? (uint16_t)seg[s] : s == 0 ? FIRST_LEN : MID_LEN);
 	}
 	start = now();
 	while ((t = now()) - start < secs) {
@@ -211,13 +247,19 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 				failed++;
 			else
 				msgs++;
-		} else if (sendmsg(fd, &mm[0].msg_hdr, 0) < 0 || sendmsg(fd, &mm[1].msg_hdr, 0) < 0) {
-			failed++;
 		} else {
-			msgs++;
+			unsigned s = 0;
+
+			while (s < nsend && sendmsg(fd, &mm[s].msg_hdr, 0) >= 0)
+				s++;
+			if (s < nsend)
+				failed++;
+			else
+				msgs++;
 		}
 	}
-	printf("udp_gso send shape=%s gbps=%.2f msgs=%llu secs=%.2f failed=%llu\n", shape,
+	printf("udp_gso send shape=%s pmtu=%u sends=%u gbps=%.2f msgs=%llu secs=%.2f failed=%llu\n", shape,
+	       PAY, merged ? nsend : 2,
 	       (double)msgs * MSG_BYTES * 8 / 1e9 / (t - start), (unsigned long long)msgs, t - start,
 	       (unsigned long long)failed);
 	return 0;
@@ -229,13 +271,19 @@ int main(int argc, char **argv)
 	int recv_mode = 0, secs = 3, opt;
 	uint16_t port = 18700;
 
-	while ((opt = getopt(argc, argv, "rt:p:d:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "rt:p:d:s:m:")) != -1) {
 		switch (opt) {
 		case 'r': recv_mode = 1; break;
 		case 't': host = optarg; break;
 		case 'p': port = (uint16_t)atoi(optarg); break;
 		case 'd': secs = atoi(optarg); break;
 		case 's': shape = optarg; break;
+		case 'm':
+			PAY = (unsigned)atoi(optarg);
+			if (PAY != 1024 && PAY != 2048 && PAY != 4096)
+				usage();
+			NPKT = MSG / PAY;
+			break;
 		default: usage();
 		}
 	}
