@@ -361,6 +361,40 @@ static int test_sendpath(void)
 	      fk.calls, fk.bytes[0], fk.bytes[1]);
 	CHECK(fk.icrc_bad == 0, "%u segments with the wrong ICRC", fk.icrc_bad);
 
+	/* A 64 KiB WRITE and the next message's FIRST, as the requester hands them over:
+	 * FIRST (BTH + RETH + payload + ICRC) and 63 or 15 MIDDLE/LAST (BTH + payload +
+	 * ICRC).  At path MTU 4096, FIRST goes alone and the 15 together (two sends either
+	 * way); at 1024 the 63 do not fit one send (65,520 bytes), so FIRST takes the first
+	 * MIDDLE along and the other 62 go together: two sends, where FIRST alone would
+	 * leave the LAST alone in a third. */
+	{
+		static const struct { size_t pay, segs; size_t b0, g0, b1; } mtu[] = {
+			{ 4096, 16, 4128, 0, 15 * 4112 },
+			{ 1024, 64, 1056 + 1040, 1056, 62 * 1040 },
+		};
+
+		for (int c = 0; c < 2; c++) {
+			n = 0;
+			for (size_t k = 0; k <= mtu[c].segs; k++) {
+				size_t len = (k == 0 || k == mtu[c].segs ? 28 : 12) + mtu[c].pay + 4;
+
+				fill(pkts[n], len, (unsigned)k);
+				t[n] = (struct uroce_txpkt){ .iov = { { pkts[n], len } }, .iovcnt = 1, .len = len };
+				n++;
+			}
+			fake_reset();
+			SEND_CASE(n);
+			CHECK(fk.calls == 3, "MTU %zu: %u sends, want 3", mtu[c].pay, fk.calls);
+			CHECK(fk.bytes[0] == mtu[c].b0 && fk.gso[0] == (int)mtu[c].g0,
+			      "MTU %zu: first send %zu bytes gso %d", mtu[c].pay, fk.bytes[0], fk.gso[0]);
+			CHECK(fk.bytes[1] == mtu[c].b1 && fk.gso[1] == (int)(12 + mtu[c].pay + 4),
+			      "MTU %zu: second send %zu bytes gso %d", mtu[c].pay, fk.bytes[1], fk.gso[1]);
+			CHECK(fk.bytes[2] == 28 + mtu[c].pay + 4, "MTU %zu: the next FIRST %zu bytes",
+			      mtu[c].pay, fk.bytes[2]);
+			CHECK(fk.icrc_bad == 0, "%u segments with the wrong ICRC", fk.icrc_bad);
+		}
+	}
+
 	/* Packets in pieces, the engine's way: headers, payload elsewhere, tail.  Where a
 	 * packet's tail ends at the next packet's headers the two go as one piece; elsewhere
 	 * each piece is its own.  Either way every segment carries its ICRC. */
