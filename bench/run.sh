@@ -13,7 +13,9 @@
 #   same   server and client both pinned to CPU 0
 #   BENCH  write_bw write_lat send_bw (the UDP path, UROCE_LINK=udp), shm_write_bw shm_write_lat
 #          shm_send_bw shm_read_bw shm_atomic_bw (the same-host shared-memory link,
-#          UROCE_LINK=shm) (default: all these); ucx_put_bw ucx_tag_lat, or ucx for both, and
+#          UROCE_LINK=shm), veth_write_bw veth_write_lat veth_jumbo_write_bw (the UDP path
+#          between two network namespaces joined by a veth pair, a uroced in each; see
+#          below) (default: all these); ucx_put_bw ucx_tag_lat, or ucx for both, and
 #          cm_connect (not in the default set: cm_connect needs uroced's connection manager
 #          and BUILD/bin/{cm_wait,tcp_connrate}); qps_write_bw (shm) and qps_write_bw_udp
 #          (not in the default set): ib_write_bw -q $QPS (default 1000) against the same
@@ -47,6 +49,12 @@
 #            LD_PRELOAD=librspreload.so (rsockets, issue #14) via      the preload or uroce (not in the
 #            `uroce run`, UDP link; shm_rsocket_bw: the same over the   default set; needs BUILD/bin/cm_wait)
 #            shared-memory link (sender's Gbit/s, like write_bw)
+# The veth_* benchmarks are write_bw and write_lat between two hosts: [netns a: va 192.0.2.1]
+# <--veth--> [netns b: vb 192.0.2.2], a uroced and a device uroce1 on each veth, server in a
+# and client in b, and every peer across the same veth (issue #16 section 2).  veth_* keep
+# the veth's default MTU, 1500 (RoCE path MTU 1024: a 64 KiB WRITE is 64 packets, and
+# udp_gso runs -m 1024); veth_jumbo_write_bw sets MTU 9000 on both ends (path MTU 4096,
+# as RoCE is usually deployed).
 # The shm_* benchmarks run the same perftest over the shared-memory link (issue #16) against
 # the same peers, and against two more measured in the same run:
 #   shm_ring (bench/shm_ring.c): a plain two-process memfd ring, no RDMA -- the shared-
@@ -77,20 +85,51 @@ if [ "${1:-}" = --inner ]; then
 	# user of one host gets by default, the shared-memory one (issue #13: after that link,
 	# UCX over uroce must beat UCX over tcp).
 	case $BENCH in shm_* | qps_write_bw | ucx_*) export UROCE_LINK=shm ;; *) export UROCE_LINK=udp ;; esac
+	# KIND: what runs (veth_write_bw runs write_bw); HOST: the server's address; NSA/NSB:
+	# the server's and client's network namespace prefix; DEVARG: perftest's device
+	KIND=$BENCH HOST=127.0.0.1 NSA="" NSB="" DEVARG="" PMTU=4096
+	case $BENCH in veth_*)
+		KIND=${BENCH#veth_} KIND=${KIND#jumbo_} HOST=192.0.2.1
+		NSA="ip netns exec a" NSB="ip netns exec b" DEVARG="-d uroce1"
+		vmtu=1500
+		case $BENCH in veth_jumbo_*) vmtu=9000 ;; esac
+		# nsrun.sh's private mount namespace lets `ip netns` mount its own /run
+		mount -t tmpfs tmpfs /run && ip netns add a && ip netns add b &&
+			ip link add va netns a type veth peer name vb netns b || { echo "run.sh: no netns/veth"; exit 1; }
+		for n in a b; do
+			ip -n $n link set lo up
+			ip -n $n link set v$n mtu $vmtu
+		done
+		ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
+		ip -n a link set va up; ip -n b link set vb up
+		# `uroce link add` starts each namespace's uroced; perftest needs ACTIVE ports
+		for n in a b; do
+			ip netns exec $n "$BUILD/bin/uroce" link add uroce1 netdev v$n >/dev/null || exit 1
+			i=0
+			until ip netns exec $n "$BUILD/bin/uroce" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; do
+				i=$((i + 1))
+				[ $i -gt 200 ] && { echo "run.sh: uroce1 in $n never became active"; exit 1; }
+				sleep 0.1
+			done
+		done
+		PMTU=$($NSA "$BUILD/bin/uroce" run ibv_devinfo -d uroce1 -v | awk '$1 == "active_mtu:" { print $2 }')
+		;;
+	esac
 	# Two busy-pollers sharing one CPU hand over only when the scheduler's slice ends, so the
 	# same-CPU latency run is short (both uroce and the peer): it measures the scheduler.
 	if [ "$PIN" = split ]; then SCPU=0 CCPU=1 LITERS=20000; else SCPU=0 CCPU=0 LITERS=500; fi
-	S="taskset -c $SCPU timeout 120"
-	C="taskset -c $CCPU timeout 120"
+	S="$NSA taskset -c $SCPU timeout 120"
+	C="$NSB taskset -c $CCPU timeout 120"
 	# 1,000 QPs take perftest half a minute or more to set up on a loaded machine.
 	case $BENCH in qps_*) S="taskset -c $SCPU timeout 600" C="taskset -c $CCPU timeout 600" ;; esac
 	log=$(dirname "$OUT")/log.$BENCH.$PIN
 	: >"$log"
+	[ -n "$NSA" ] && echo "== veth MTU $vmtu, RoCE path MTU $PMTU" >>"$log"
 
 	# Poll until a port listens (bounded): the client starts only after the server is ready.
 	wait_port() { # PROTO(t|u) PORT
 		i=0
-		while ! ss -${1}lnH "sport = :$2" | grep -q .; do
+		while ! $NSA ss -${1}lnH "sport = :$2" | grep -q .; do
 			i=$((i + 1))
 			[ $i -gt 1000 ] && return 1
 			sleep 0.01
@@ -118,7 +157,7 @@ if [ "${1:-}" = --inner ]; then
 		uport=$((uport + 1))
 	}
 
-	"$UROCE" daemon start >>"$log" 2>&1
+	[ -z "$NSA" ] && "$UROCE" daemon start >>"$log" 2>&1
 	port=18515
 	uport=13600
 	rep=1
@@ -199,7 +238,7 @@ if [ "${1:-}" = --inner ]; then
 			rep=$((rep + 1))
 			continue ;;
 		esac
-		case $BENCH in
+		case $KIND in
 		# perftest -D measures between a margin (-f) after the start and a margin before
 		# the end: -D SECS+2 -f 1 measures SECS seconds, like the peer's run.
 		write_bw | shm_write_bw) args="-x 0 -F --report_gbits -s 65536 -D $((SECS + 2)) -f 1 -p $port"; tool=ib_write_bw; size=65536; col=4 ;;
@@ -210,11 +249,12 @@ if [ "${1:-}" = --inner ]; then
 		shm_atomic_bw) args="-x 0 -F -A FETCH_AND_ADD -D $((SECS + 2)) -f 1 -p $port"; tool=ib_atomic_bw; size=8; col=5 ;;
 		esac
 		# uroce: perftest server and client
+		args="$args $DEVARG"
 		echo "== rep $rep $tool $args" >>"$log"
 		$S "$UROCE" run $tool $args >"$OUT.srv" 2>&1 &
 		spid=$!
 		if wait_port t $port; then
-			$C "$UROCE" run $tool $args 127.0.0.1 >"$OUT.cli" 2>&1
+			$C "$UROCE" run $tool $args $HOST >"$OUT.cli" 2>&1
 		else
 			echo "server never listened" >"$OUT.cli"
 		fi
@@ -223,12 +263,12 @@ if [ "${1:-}" = --inner ]; then
 		# the client's figure; for ib_write_lat the server measures the same round trips,
 		# and stands in when the client's is not a number
 		v=$(pt_field $size $col <"$OUT.cli")
-		case $v in '' | *[!0-9.]*) case $BENCH in *write_lat) v=$(pt_field $size $col <"$OUT.srv") ;; esac ;; esac
+		case $v in '' | *[!0-9.]*) case $KIND in *write_lat) v=$(pt_field $size $col <"$OUT.srv") ;; esac ;; esac
 		emit uroce $rep "$v"
 
 		# the peer, pinned the same way
 		echo "== rep $rep peer" >>"$log"
-		case $BENCH in
+		case $KIND in
 		qps_write_bw | qps_write_bw_udp)
 			# the same perftest with one QP, same link and pinning (issue #16: the
 			# aggregate of many QPs against one QP's)
@@ -244,7 +284,7 @@ if [ "${1:-}" = --inner ]; then
 			$S iperf3 -s -1 -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port t $((port + 1000)) &&
-				$C iperf3 -c 127.0.0.1 -p $((port + 1000)) -t "$SECS" -J >"$OUT.cli" 2>&1
+				$C iperf3 -c $HOST -p $((port + 1000)) -t "$SECS" -J >"$OUT.cli" 2>&1
 			wait $spid
 			# sender side over the sender's duration, decimal Gbit/s: like perftest's client,
 			# which counts completed writes over its own run (--report_gbits is 10^9 bit/s)
@@ -254,7 +294,7 @@ if [ "${1:-}" = --inner ]; then
 			$S "$BUILD/bin/udp_pingpong" -s -p $((port + 1000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 1000)) &&
-				$C "$BUILD/bin/udp_pingpong" -c 127.0.0.1 -p $((port + 1000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
+				$C "$BUILD/bin/udp_pingpong" -c $HOST -p $((port + 1000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
 			wait $spid
 			v=$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")
 			;;
@@ -269,13 +309,13 @@ if [ "${1:-}" = --inner ]; then
 		esac
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
 		emit peer $rep "$v"
-		if [ "$BENCH" = write_bw ]; then
+		if [ "$KIND" = write_bw ]; then
 			# the kernel's share: the same bytes in netio's shape, nothing else (udp_gso)
 			echo "== rep $rep kernel share" >>"$log"
-			$S "$BUILD/bin/udp_gso" -r -p $((port + 3000)) -d "$SECS" >"$OUT.srv" 2>&1 &
+			$S "$BUILD/bin/udp_gso" -r -p $((port + 3000)) -d "$SECS" -m $PMTU >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 3000)) &&
-				$C "$BUILD/bin/udp_gso" -t 127.0.0.1 -p $((port + 3000)) -d "$SECS" -s uroce >"$OUT.cli" 2>&1
+				$C "$BUILD/bin/udp_gso" -t $HOST -p $((port + 3000)) -d "$SECS" -s uroce -m $PMTU >"$OUT.cli" 2>&1
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit kern $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
@@ -319,14 +359,14 @@ if [ "${1:-}" = --inner ]; then
 			esac
 			emit ucx $rep "$v"
 		fi
-		if [ "$BENCH" = write_lat ]; then
+		if [ "$KIND" = write_lat ]; then
 			# the hand-off structure: each datagram received by a sleeping thread and
 			# handed to the spinning main thread (udp_pingpong -T), same pinning
 			echo "== rep $rep hand-off floor" >>"$log"
 			$S "$BUILD/bin/udp_pingpong" -s -T -p $((port + 2000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 2000)) &&
-				$C "$BUILD/bin/udp_pingpong" -c 127.0.0.1 -T -p $((port + 2000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
+				$C "$BUILD/bin/udp_pingpong" -c $HOST -T -p $((port + 2000)) -z 2 -n $LITERS -w 100 >"$OUT.cli" 2>&1
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit floor $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
@@ -336,14 +376,19 @@ if [ "${1:-}" = --inner ]; then
 			$S "$BUILD/bin/udp_roce_pp" -s -p $((port + 3000)) >"$OUT.srv" 2>&1 &
 			spid=$!
 			wait_port u $((port + 3000)) &&
-				$C "$BUILD/bin/udp_roce_pp" -c 127.0.0.1 -p $((port + 3000)) -n $LITERS -w 100 >"$OUT.cli" 2>&1
+				$C "$BUILD/bin/udp_roce_pp" -c $HOST -p $((port + 3000)) -n $LITERS -w 100 >"$OUT.cli" 2>&1
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit kern $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
 		fi
 		rep=$((rep + 1))
 	done
-	"$UROCE" daemon stop >>"$log" 2>&1
+	if [ -n "$NSA" ]; then
+		$NSA "$UROCE" daemon stop >>"$log" 2>&1
+		$NSB "$UROCE" daemon stop >>"$log" 2>&1
+	else
+		"$UROCE" daemon stop >>"$log" 2>&1
+	fi
 	rm -f "$OUT.srv" "$OUT.cli"
 	exit 0
 fi
@@ -360,7 +405,7 @@ while getopts b:r:t:p: opt; do
 	esac
 done
 shift $((OPTIND - 1))
-BENCHES=$(echo "${*:-write_bw write_lat send_bw shm_write_bw shm_write_lat shm_send_bw shm_read_bw shm_atomic_bw}" | sed 's/\<ucx\>/ucx_put_bw ucx_tag_lat/')
+BENCHES=$(echo "${*:-write_bw write_lat send_bw veth_write_bw veth_write_lat veth_jumbo_write_bw shm_write_bw shm_write_lat shm_send_bw shm_read_bw shm_atomic_bw}" | sed 's/\<ucx\>/ucx_put_bw ucx_tag_lat/')
 for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso bin/shm_ring; do
 	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
 done
@@ -404,8 +449,8 @@ for b in $BENCHES; do
 		# figures per repetition: uroce and its peer, plus the reference lines
 		# (write_lat: the hand-off floor and the kernel share; write_bw: the kernel
 		# share; shm_write_bw/_lat: shm_ring and UCX; shm_send_bw/_read_bw: shm_ring)
-		write_lat | shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
-		write_bw | shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
+		write_lat | veth_write_lat | shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
+		write_bw | veth_write_bw | veth_jumbo_write_bw | shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
 		*) want=$((want + 2 * REPS)) ;;
 		esac
 	done
@@ -440,6 +485,12 @@ END {
 	peer["rsocket_bw"] = peer["shm_rsocket_bw"] = "iperf3 TCP"
 	goal["rsocket_bw"] = "(report)"; goal["shm_rsocket_bw"] = "> 1.0"
 	kern["write_bw"] = "udp_gso"; kern["write_lat"] = "udp_roce_pp"
+	# between two namespaces over veth (issue #16 section 2): the peers cross the same veth
+	unit["veth_write_bw"] = unit["veth_jumbo_write_bw"] = "Gb/s"; unit["veth_write_lat"] = "us"
+	peer["veth_write_bw"] = peer["veth_jumbo_write_bw"] = "iperf3 TCP"; peer["veth_write_lat"] = "udp_pingpong"
+	kern["veth_write_bw"] = kern["veth_jumbo_write_bw"] = "udp_gso"; kern["veth_write_lat"] = "udp_roce_pp"
+	goal["veth_write_bw"] = goal["veth_jumbo_write_bw"] = ">= 1.0 (and >= 0.9 of udp_gso)"
+	goal["veth_write_lat"] = "(<= 1.2 of udp_roce_pp)"
 	unit["qps_write_bw"] = unit["qps_write_bw_udp"] = "Gb/s"
 	peer["qps_write_bw"] = peer["qps_write_bw_udp"] = "same, -q 1"
 	goal["qps_write_bw"] = goal["qps_write_bw_udp"] = ">= 0.9"
