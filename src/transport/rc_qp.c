@@ -447,13 +447,38 @@ const uint8_t *uroce_rc_wqe_inline(const struct uroce_qp *qp, const struct uroce
 	return (const uint8_t *)&w->sge[qp->sq.max_sge];
 }
 
+/* The last L_Key this thread resolved, valid while no MR or window has changed since
+ * (uroce_mem_epoch).  A requester resolves its SGE's key at every packet, a 64 KiB WRITE
+ * at MTU 1024 64 times, and uroce_key_lookup takes the key table's mutex each time.  The
+ * MR may be gone the moment after a lookup as much as after a hit here (deregistering
+ * memory that a posted WQE still names is the application's error); a deregistration or
+ * reregistration moves the epoch before the MR is freed or changed, so the next packet
+ * looks the key up again and sees what it names now.  Initial-exec TLS: see engine.c
+ * POLL_TLS. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+	struct uroce_mr *mr;
+	uint32_t lkey;
+	uint32_t epoch;
+} lkey_cache;
+
 /* An lkey names an MR of the QP's PD; the SGE's address is in the MR's iova space
  * (ibv_reg_mr_iova).  IBA 10.6.3.1: local access needs LOCAL_WRITE to be written. */
 uint8_t *uroce_rc_local_ptr(struct uroce_qp *qp, const struct ibv_sge *sge, uint32_t off,
 			    uint32_t len, unsigned need_access)
 {
-	struct uroce_mr *mr = uroce_key_lookup(sge->lkey, UROCE_KEY_MR);
+	/* The epoch is read before the lookup: a change made meanwhile misses next time. */
+	uint32_t e = uroce_mem_epoch();
+	struct uroce_mr *mr;
 	uint64_t a;
+
+	if (lkey_cache.mr && lkey_cache.lkey == sge->lkey && lkey_cache.epoch == e) {
+		mr = lkey_cache.mr;
+	} else {
+		mr = uroce_key_lookup(sge->lkey, UROCE_KEY_MR);
+		lkey_cache.mr = mr;
+		lkey_cache.lkey = sge->lkey;
+		lkey_cache.epoch = e;
+	}
 
 	if (!mr || mr->mr.lkey != sge->lkey || mr->mr.pd != qp->qpx.qp_base.pd)
 		return NULL;
