@@ -152,15 +152,21 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
 	uint32_t nbytes;                 /* of the nbatch packets */
-	uint8_t *slots;                  /* ENG_BATCH + 1 of ENG_SLOT, allocated on first cork */
+	/* Allocated on first cork, in one block: pk (ENG_BATCH descriptors), then slots
+	 * (ENG_BATCH + 1 of ENG_SLOT).  Pages of it that a QP never fills are never touched,
+	 * so a QP that sends one packet at a time costs a page or two, not 270 KiB. */
+	uint8_t *slots;
+	struct uroce_txpkt *pk;
 	/* Credits (RC over UDP): the destination's budget, whether the QP is in its queue of
 	 * waiters, and bytes granted to it by credit_kick for its next reservation. */
 	struct eng_dest *dest;
 	bool cr_waiting;
 	uint32_t cr_granted;
 	uint32_t qpn;                    /* the QP's number (the waiters' queue holds numbers) */
-	struct uroce_txpkt pk[ENG_BATCH];
 };
+
+/* Where the slots begin in the block: after the descriptors, a multiple of 64 bytes. */
+#define ENG_PK_BYTES ((ENG_BATCH * sizeof(struct uroce_txpkt) + 63) & ~(size_t)63)
 
 /* Where batch slot @k's packet (or headers) go; slot ENG_BATCH only holds a tail. */
 static uint8_t *slot_at(struct engine_qp *eq, unsigned k)
@@ -247,8 +253,10 @@ static struct engine_qp *cork(struct uroce_qp *qp)
 		return NULL;             /* not batched, or already collecting: the outer uncork sends */
 	/* Packets parked by autocork stay first in the batch: this uncork sends them. */
 	park_dropped(qp, eq);
-	if (!eq->slots)
-		eq->slots = malloc((size_t)(ENG_BATCH + 1) * ENG_SLOT);
+	if (!eq->pk) {
+		eq->pk = malloc(ENG_PK_BYTES + (size_t)(ENG_BATCH + 1) * ENG_SLOT);
+		eq->slots = eq->pk ? (uint8_t *)eq->pk + ENG_PK_BYTES : NULL;
+	}
 	if (!eq->slots)
 		return NULL;
 	eq->corked = true;
@@ -1328,7 +1336,7 @@ static void eng_release(void *arg)
 		uroce_shm_link_put(eq->link);
 	if (eq->tx)
 		uroce_netio_tx_close(eq->tx);
-	free(eq->slots);
+	free(eq->pk);   /* the block the slots are in */
 	free(eq);
 }
 
