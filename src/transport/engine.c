@@ -108,14 +108,15 @@ struct uroce_engine {
  * move (rc_qp.h uroce_rc_publish). */
 #define ENG_PUBLISH_NS 200000000ull
 
-/* A batch holds ENG_BATCH packets or ENG_BATCH_BYTES, whichever comes first.  A 64 KiB
- * WRITE at path MTU 1024 (a 1500-byte netdev) is 64 packets, and netio sends them in two
- * GSO runs when it has them all; a batch of 32 had half a message at a time, and three
- * sendmsg per message.  At MTU 4096 the bytes stop it at 32 packets, as before: batches of
- * 64 there (four messages before the first sendmsg) measured 24.5-29.6 Gbit/s against
- * 30.8-32.2 for 32, alternated (bench/RESULTS.md, 2026-12-03). */
+/* A batch holds the packets of one 64 KiB message at the QP's path MTU, at least
+ * ENG_BATCH_MIN and at most ENG_BATCH (batch_max).  A 64 KiB WRITE at path MTU 1024 (a
+ * 1500-byte netdev) is 64 packets, and netio sends them in two GSO runs when it has them
+ * all; a batch of 32 had half a message at a time, and three sendmsg per message.  At
+ * MTU 4096 it stays 32, as before: batches of 64 there (four messages before the first
+ * sendmsg) measured 24.5-29.6 Gbit/s against 30.8-32.2 for 32 on lo, alternated, and
+ * ib_send_bw 64 B a few percent less (bench/RESULTS.md, 2026-12-03). */
 #define ENG_BATCH 64
-#define ENG_BATCH_BYTES (32u * 4096)
+#define ENG_BATCH_MIN 32
 #define AUTOCORK_NS 20000ull             /* longest a post's packets are parked (Autocork) */
 #define AUTOCORK_PKTS 16                 /* a post that collects this many sends at once */
 #define ENG_HDR_MAX 128                  /* headers of a piecewise packet, at most */
@@ -151,7 +152,7 @@ struct engine_qp {                       /* io.arg of an RC QP bound to netio */
 	uint32_t post_resp_psn;          /* the responder's expected PSN, as last seen by a post */
 	uint64_t resp_moved;             /* when a post last saw it move (clock ns) */
 	unsigned nbatch;
-	uint32_t nbytes;                 /* of the nbatch packets */
+	unsigned nmax;                   /* batch_max() of the QP, set at each cork */
 	/* Allocated on first cork, in one block: pk (ENG_BATCH descriptors), then slots
 	 * (ENG_BATCH + 1 of ENG_SLOT).  Pages of it that a QP never fills are never touched,
 	 * so a QP that sends one packet at a time costs a page or two, not 270 KiB. */
@@ -217,7 +218,6 @@ static void eng_flush(struct engine_qp *eq)
 	if (eq->nbatch)
 		eq_send(eq, eq->pk, eq->nbatch);
 	eq->nbatch = 0;
-	eq->nbytes = 0;
 	eq->parked = false;
 }
 
@@ -240,9 +240,15 @@ static bool park_dropped(const struct uroce_qp *qp, struct engine_qp *eq)
 	if (qp->attr.qp_state == IBV_QPS_RTS || qp->attr.qp_state == IBV_QPS_SQD)
 		return false;
 	eq->nbatch = 0;
-	eq->nbytes = 0;
 	eq->parked = false;
 	return true;
+}
+
+static unsigned batch_max(const struct uroce_rc *rc)
+{
+	unsigned n = rc->mtu ? 65536u / rc->mtu : ENG_BATCH;
+
+	return n < ENG_BATCH_MIN ? ENG_BATCH_MIN : n > ENG_BATCH ? ENG_BATCH : n;
 }
 
 static struct engine_qp *cork(struct uroce_qp *qp)
@@ -259,6 +265,7 @@ static struct engine_qp *cork(struct uroce_qp *qp)
 	}
 	if (!eq->slots)
 		return NULL;
+	eq->nmax = batch_max(uroce_rc_of(qp));
 	eq->corked = true;
 	return eq;
 }
@@ -1245,11 +1252,10 @@ static int eng_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 	if (eq->corked && len <= UROCE_RC_MAX_PKT) {
 		uint8_t *slot;
 
-		if (eq->nbatch == ENG_BATCH || eq->nbytes >= ENG_BATCH_BYTES)
+		if (eq->nbatch >= eq->nmax)
 			eng_flush(eq);
 		slot = slot_at(eq, eq->nbatch);
 		memcpy(slot, pkt, len);
-		eq->nbytes += (uint32_t)len;
 		eq->pk[eq->nbatch++] = (struct uroce_txpkt){ .iov = { { slot, len } }, .iovcnt = 1,
 							     .len = len };
 		return 1;
@@ -1270,7 +1276,7 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 	if (ndata > 2 || hlen > ENG_HDR_MAX || tlen > ENG_TAIL_MAX)
 		return -EINVAL;
 	if (batch) {
-		if (eq->nbatch == ENG_BATCH || eq->nbytes >= ENG_BATCH_BYTES)
+		if (eq->nbatch >= eq->nmax)
 			eng_flush(eq);
 		slot = slot_at(eq, eq->nbatch);
 		tslot = slot_at(eq, eq->nbatch + 1) - tlen;   /* right before the next headers */
@@ -1288,7 +1294,6 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 	t.iov[t.iovcnt++] = (struct iovec){ tslot, tlen };
 	if (batch) {
 		eq->pk[eq->nbatch++] = t;
-		eq->nbytes += (uint32_t)t.len;
 		return 1;
 	}
 	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
