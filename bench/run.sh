@@ -93,25 +93,10 @@ if [ "${1:-}" = --inner ]; then
 		NSA="ip netns exec a" NSB="ip netns exec b" DEVARG="-d uroce1"
 		vmtu=1500
 		case $BENCH in veth_jumbo_*) vmtu=9000 ;; esac
-		# nsrun.sh's private mount namespace lets `ip netns` mount its own /run
-		mount -t tmpfs tmpfs /run && ip netns add a && ip netns add b &&
-			ip link add va netns a type veth peer name vb netns b || { echo "run.sh: no netns/veth"; exit 1; }
-		for n in a b; do
-			ip -n $n link set lo up
-			ip -n $n link set v$n mtu $vmtu
-		done
-		ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
-		ip -n a link set va up; ip -n b link set vb up
-		# `uroce link add` starts each namespace's uroced; perftest needs ACTIVE ports
-		for n in a b; do
-			ip netns exec $n "$BUILD/bin/uroce" link add uroce1 netdev v$n >/dev/null || exit 1
-			i=0
-			until ip netns exec $n "$BUILD/bin/uroce" run ibv_devinfo -d uroce1 2>/dev/null | grep -q PORT_ACTIVE; do
-				i=$((i + 1))
-				[ $i -gt 200 ] && { echo "run.sh: uroce1 in $n never became active"; exit 1; }
-				sleep 0.1
-			done
-		done
+		# the transport tests' two-host topology (a uroced and uroce1 in each netns, ports
+		# ACTIVE), in nsrun.sh's private mount namespace
+		. "$SRC/tests/daemon/lib.sh"
+		UROCE=$BUILD/bin/uroce VETH_MTU=$vmtu netns_veth_setup || { echo "run.sh: veth setup failed"; exit 1; }
 		PMTU=$($NSA "$BUILD/bin/uroce" run ibv_devinfo -d uroce1 -v | awk '$1 == "active_mtu:" { print $2 }')
 		;;
 	esac

@@ -63,7 +63,8 @@ run_pair() {
 # mount namespace):  [netns a: va 192.0.2.1] <--veth--> [netns b: vb 192.0.2.2], a device
 # uroce1 on each veth (each netns gets its own uroced, started by `uroce link add`), and
 # both ports ACTIVE (perftest refuses a port that is not).  Needs $UROCE.
-# With the argument v6, va and vb also get 2001:db8::1/64 and 2001:db8::2/64 (nodad).
+# With the argument v6, va and vb also get 2001:db8::1/64 and 2001:db8::2/64 (nodad);
+# with VETH_MTU set, both ends get that MTU.
 # Sets NS_A / NS_B ("ip netns exec a" / "... b"), ADDR_A / ADDR_B.
 # Exits 77 (ctest's skip code) where netns or veth are unavailable; returns 1 (after
 # fail) when a device does not come up.
@@ -72,6 +73,10 @@ netns_veth_setup() {
 	ip netns add a && ip netns add b || { echo "SKIP: no netns"; exit 77; }
 	ip link add va netns a type veth peer name vb netns b || { echo "SKIP: no veth"; exit 77; }
 	ip -n a link set lo up; ip -n b link set lo up
+	# VETH_MTU, if set: both ends' MTU (bench/run.sh's jumbo-frame runs)
+	if [ -n "${VETH_MTU:-}" ]; then
+		ip -n a link set va mtu "$VETH_MTU"; ip -n b link set vb mtu "$VETH_MTU"
+	fi
 	ip -n a addr add 192.0.2.1/24 dev va; ip -n b addr add 192.0.2.2/24 dev vb
 	if [ "${1:-}" = v6 ]; then
 		ip -n a addr add 2001:db8::1/64 dev va nodad
