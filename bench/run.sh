@@ -25,7 +25,10 @@
 # write_bw   ib_write_bw -x 0 -s 65536 -D SECS+2 -f 1, one RC QP      iperf3 -c 127.0.0.1 -t SECS, one TCP stream
 #                                                                  and udp_gso -s uroce: the bytes of uroce's
 #                                                                  64 KiB WRITEs handed to UDP in netio's shape,
-#                                                                  no ICRC, protocol or ACKs (the kernel's share)
+#                                                                  no ICRC, protocol or ACKs (the kernel's share);
+#                                                                  and udp_gso -c: the same with every packet's
+#                                                                  CRC computed at both ends (the kernel's share
+#                                                                  + the ICRC, the floor of a RoCEv2 sender)
 # write_lat  ib_write_lat -x 0 -s 2 -n 20000 (busy polling)        udp_pingpong -z 2 -n 20000 (busy polling)
 #                                                                  and, as a second reference, udp_pingpong -T:
 #                                                                  a sleeping thread receives and hands over to
@@ -304,6 +307,16 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit kern $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
+			# the same with the ICRC computed at both ends (udp_gso -c): what a RoCEv2
+			# sender cannot avoid on top of the kernel's share, so the floor of this path
+			echo "== rep $rep kernel share + ICRC" >>"$log"
+			$S "$BUILD/bin/udp_gso" -r -c -p $((port + 3500)) -d "$SECS" -m $PMTU >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 3500)) &&
+				$C "$BUILD/bin/udp_gso" -t $HOST -c -p $((port + 3500)) -d "$SECS" -s uroce -m $PMTU >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit kcrc $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
 		fi
 		# The shared-memory ceiling (shm_ring, no RDMA) and UCX's shared memory, same pinning.
 		ring=
@@ -433,9 +446,11 @@ for b in $BENCHES; do
 		case $b in
 		# figures per repetition: uroce and its peer, plus the reference lines
 		# (write_lat: the hand-off floor and the kernel share; write_bw: the kernel
-		# share; shm_write_bw/_lat: shm_ring and UCX; shm_send_bw/_read_bw: shm_ring)
+		# share without and with the ICRC; shm_write_bw/_lat: shm_ring and UCX;
+		# shm_send_bw/_read_bw: shm_ring)
 		write_lat | veth_write_lat | shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
-		write_bw | veth_write_bw | veth_jumbo_write_bw | shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
+		write_bw | veth_write_bw | veth_jumbo_write_bw) want=$((want + 4 * REPS)) ;;
+		shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
 		*) want=$((want + 2 * REPS)) ;;
 		esac
 	done
@@ -511,6 +526,10 @@ END {
 			line(b, p, kern[b], mu, mf, "(kernel share)", nu, nf)
 			line(b, p, "(kernel)", mf, mp, "(" kern[b] " / " peer[b] ")", nf, np)
 		}
+		# write_bw: over the kernel share with the ICRC computed at both ends (udp_gso
+		# -c), the floor a RoCEv2 sender cannot go below on this path
+		if ((mf = ref(order[k], "kcrc")) != "")
+			line(b, p, "udp_gso -c", mu, mf, "(kernel share + ICRC)", nu, nf)
 		# the shm benchmarks: uroce as a fraction of the shared-memory ceiling (shm_ring),
 		# and against the shared memory of UCX
 		if ((mf = ref(order[k], "ceil")) != "")

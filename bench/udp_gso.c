@@ -28,6 +28,13 @@
  *   one    the MIDDLEs and the LAST of the message as one contiguous 15-segment send and
  *          the FIRST alone (for comparison only: which split costs what)
  *
+ * -c (both ends, -s uroce only): the ICRC's share too.  The sender computes each packet's
+ * CRC over its header and payload with uroce_crc32 (the CRC uroce's ICRC runs on) and
+ * stores it in the packet's tail before the send, the receiver runs the same CRC over every
+ * byte it receives.  A RoCEv2 sender cannot skip this work (a kernel Soft-RoCE peer drops a
+ * packet whose ICRC does not check), so `udp_gso -c` is the floor of what uroce could reach
+ * on the UDP path; plain udp_gso is the kernel alone.
+ *
  * Both print   udp_gso {send|recv} shape=S gbps=G msgs=N secs=T   (G counts UDP payload
  * bytes; the receiver from its first datagram to its last). */
 #define _GNU_SOURCE
@@ -42,6 +49,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "wire/icrc.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -72,11 +81,11 @@ static double now(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: udp_gso -r [-p PORT] [-d SECONDS] | -t HOST [-p PORT] [-d SECONDS] "
-		"[-s uroce|uroce-old|mmsg|flat|gather|one] [-m 1024|2048|4096]\n");
+		"[-s uroce|uroce-old|mmsg|flat|gather|one] [-m 1024|2048|4096] [-c]\n");
 	exit(2);
 }
 
-static int receiver(uint16_t port, int secs)
+static int receiver(uint16_t port, int secs, bool crc)
 {
 	static uint8_t bufs[8][65536];
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -84,6 +93,7 @@ static int receiver(uint16_t port, int secs)
 	struct iovec v[8];
 	int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1, sz = 4 << 20;
 	uint64_t bytes = 0;
+	uint32_t sum = 0;
 	double first = 0, last = 0, start;
 
 	if (fd < 0 || setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) < 0 ||
@@ -103,17 +113,21 @@ static int receiver(uint16_t port, int secs)
 	while (now() - start < secs + 1) {
 		int n = recvmmsg(fd, m, 8, MSG_DONTWAIT, NULL);
 
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
 			bytes += m[i].msg_len;
+			if (crc)   /* what checking every packet's ICRC reads */
+				sum ^= uroce_crc32(0, bufs[i], m[i].msg_len);
+		}
 		if (n > 0) {
 			last = now();
 			if (!first)
 				first = last;
 		}
 	}
-	printf("udp_gso recv gbps=%.2f msgs=%.0f secs=%.2f\n",
+	printf("udp_gso recv gbps=%.2f msgs=%.0f secs=%.2f crc=%s\n",
 	       last > first ? (double)bytes * 8 / 1e9 / (last - first) : 0.0,
-	       (double)bytes / MSG_BYTES, last - first);
+	       (double)bytes / MSG_BYTES, last - first, crc ? "on" : "off");
+	(void)sum;
 	return 0;
 }
 
@@ -132,7 +146,7 @@ static void set_gso(struct msghdr *m, char *cbuf, size_t cap, uint16_t seg)
 	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 }
 
-static int sender(const char *host, uint16_t port, int secs, const char *shape)
+static int sender(const char *host, uint16_t port, int secs, const char *shape, bool crc)
 {
 	static uint8_t hdr[MAX_PKT][128] __attribute__((aligned(64)));
 	static uint8_t flat[2][65536] __attribute__((aligned(4096)));
@@ -153,6 +167,9 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 	unsigned split = strcmp(shape, "one") && strcmp(shape, "uroce") ? 2 : 1;
 	/* merged: header k at area + 64k + 8, its tail in the 4 bytes before header k + 1 */
 	static uint8_t area[(MAX_PKT + 1) * 64] __attribute__((aligned(64)));
+	/* -c: each packet's header, its length and its tail (where the ICRC goes) */
+	uint8_t *crc_hdr[MAX_PKT], *crc_tail[MAX_PKT];
+	size_t crc_hlen[MAX_PKT];
 	uint64_t msgs = 0, failed = 0;
 	double start, t;
 
@@ -161,8 +178,8 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 	if (strcmp(shape, "uroce") && strcmp(shape, "uroce-old") && strcmp(shape, "mmsg") &&
 	    strcmp(shape, "flat") && strcmp(shape, "one") && !gather)
 		usage();
-	if (PAY != 4096 && !merged) {
-		fprintf(stderr, "udp_gso: -m applies to -s uroce only\n");
+	if ((PAY != 4096 || crc) && !merged) {
+		fprintf(stderr, "udp_gso: -m and -c apply to -s uroce only\n");
 		exit(2);
 	}
 	memset(app, 0x5a, MSG);
@@ -204,6 +221,9 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 				iov[s][niov[s]++] = (struct iovec){ hk, h };
 			iov[s][niov[s]++] = (struct iovec){ app + (size_t)k * PAY, PAY };
 			iov[s][niov[s]++] = (struct iovec){ hk + 64 - 4, 4 };
+			crc_hdr[k] = hk;
+			crc_hlen[k] = h;
+			crc_tail[k] = hk + 64 - 4;
 		} else if (pieces) {
 			iov[s][niov[s]++] = (struct iovec){ hdr[k], h };
 			iov[s][niov[s]++] = (struct iovec){ app + (size_t)k * PAY, PAY };
@@ -242,6 +262,12 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 				off += giov[s][i].iov_len;
 			}
 		}
+		for (unsigned k = 0; crc && k < NPKT; k++) {   /* -c: the ICRC's reads, per packet */
+			uint32_t c = uroce_crc32(0, crc_hdr[k], crc_hlen[k]);
+
+			c = uroce_crc32(c, app + (size_t)k * PAY, PAY);
+			memcpy(crc_tail[k], &c, 4);
+		}
 		if (!strcmp(shape, "mmsg")) {
 			if (sendmmsg(fd, mm, 2, 0) != 2)
 				failed++;
@@ -258,8 +284,8 @@ static int sender(const char *host, uint16_t port, int secs, const char *shape)
 				msgs++;
 		}
 	}
-	printf("udp_gso send shape=%s pmtu=%u sends=%u gbps=%.2f msgs=%llu secs=%.2f failed=%llu\n", shape,
-	       PAY, merged ? nsend : 2,
+	printf("udp_gso send shape=%s pmtu=%u sends=%u crc=%s gbps=%.2f msgs=%llu secs=%.2f failed=%llu\n",
+	       shape, PAY, merged ? nsend : 2, crc ? "on" : "off",
 	       (double)msgs * MSG_BYTES * 8 / 1e9 / (t - start), (unsigned long long)msgs, t - start,
 	       (unsigned long long)failed);
 	return 0;
@@ -269,10 +295,12 @@ int main(int argc, char **argv)
 {
 	const char *host = NULL, *shape = "uroce";
 	int recv_mode = 0, secs = 3, opt;
+	bool crc = false;
 	uint16_t port = 18700;
 
-	while ((opt = getopt(argc, argv, "rt:p:d:s:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "rt:p:d:s:m:c")) != -1) {
 		switch (opt) {
+		case 'c': crc = true; break;
 		case 'r': recv_mode = 1; break;
 		case 't': host = optarg; break;
 		case 'p': port = (uint16_t)atoi(optarg); break;
@@ -289,5 +317,5 @@ int main(int argc, char **argv)
 	}
 	if (secs <= 0 || recv_mode == !!host)
 		usage();
-	return recv_mode ? receiver(port, secs) : sender(host, port, secs, shape);
+	return recv_mode ? receiver(port, secs, crc) : sender(host, port, secs, shape, crc);
 }
