@@ -94,6 +94,10 @@ struct uroce_engine {
 	uint32_t park_qpn[PARK_MAX];
 	_Atomic uint64_t park_walks;     /* flushes that walked every QP (UROCE_ENGINE_STATS) */
 	_Atomic uint64_t timer_walks;    /* run_timers walks of every QP (UROCE_ENGINE_STATS) */
+	_Atomic uint64_t timer_deferred; /* walks that left due timers for the next (ditto) */
+	uint32_t timer_resume;           /* QPN the next walk starts at (0: the list's head);
+					  * under ctx->lock */
+	unsigned timer_fire_max;         /* TIMER_FIRE_MAX, UROCE_TIMER_FIRE_MAX; 0 = no limit */
 	uint64_t autocork_ns;            /* 0 = off (UROCE_AUTOCORK=0) */
 	/* In-flight budgets, one per UDP destination (see "Credits" below): a list that only
 	 * grows while the context lives (pushed under dest_lock, read without it). */
@@ -107,6 +111,18 @@ struct uroce_engine {
 /* `uroce stat` reads QP counters from shared memory: publish them this often while they
  * move (rc_qp.h uroce_rc_publish). */
 #define ENG_PUBLISH_NS 200000000ull
+/* At most this many QPs have their due timers run per walk (run_timers).  What a timer
+ * does is send: a t_busy retry or a go-back resends up to a window (128 PSNs, 512 KiB at
+ * MTU 4096), and the walk holds ctx->lock, which every receive batch needs too
+ * (flush_batch_acks).  With 1,000 QPs due at once (their t_busy, after a full shm ring
+ * drained) one walk sent for up to 255 ms while the ACKs that would have closed those
+ * windows waited, unread, in the receive ring; the QPs late in the walk passed their
+ * 67 ms local ACK timeout meanwhile and resent whole windows that had arrived (bench/
+ * RESULTS.md, "Scale").  A QP past the budget stays due: the walk ends with its deadline
+ * at now, the thread drains what has arrived and walks again from that QP on.
+ * UROCE_TIMER_FIRE_MAX=N overrides it, 0 = no limit (the walk as it was: the negative
+ * control of tests/transport/rc_budget.sh shm). */
+#define TIMER_FIRE_MAX 32
 
 /* A batch holds the packets of one 64 KiB message at the QP's path MTU, at least
  * ENG_BATCH_MIN and at most ENG_BATCH (batch_max).  A 64 KiB WRITE at path MTU 1024 (a
@@ -758,6 +774,8 @@ static void run_timers(struct uroce_engine *eng)
 	struct uroce_context *ctx = eng->ctx;
 	uint64_t now = uroce_rc_clock(), next = 0;
 	bool publish = on_progress_thread && now >= eng->pub_due, changed = false;
+	struct uroce_list *start;
+	unsigned fired = 0;
 
 	/* Deadlines set from here on lower the hint again (eng_timer); what the walk finds is
 	 * merged in at the end. */
@@ -765,10 +783,23 @@ static void run_timers(struct uroce_engine *eng)
 	atomic_fetch_add_explicit(&eng->timer_walks, 1, memory_order_relaxed);
 
 	pthread_mutex_lock(&ctx->lock);
-	for (struct uroce_list *n = ctx->qps.next; n != &ctx->qps; n = n->next) {
+	/* From the first QP the last walk left due, round the list to it: a QP late in the
+	 * list gets its turn as often as one at the head. */
+	start = ctx->qps.next;
+	if (eng->timer_resume) {
+		struct uroce_qp *rq = uroce_qptable_lookup(&ctx->qp_by_num, eng->timer_resume);
+
+		if (rq)
+			start = &rq->ctx_node;
+		eng->timer_resume = 0;
+	}
+	for (struct uroce_list *n = start; n != &ctx->qps;) {
 		struct uroce_qp *qp = container_of(n, struct uroce_qp, ctx_node);
 		uint64_t d;
 
+		n = n->next == &ctx->qps ? ctx->qps.next : n->next;
+		if (n == start)
+			n = &ctx->qps;   /* round the list once */
 		if (!qp->transport)
 			continue;
 		pthread_mutex_lock(&qp->lock);
@@ -786,8 +817,15 @@ static void run_timers(struct uroce_engine *eng)
 			}
 		}
 		d = uroce_rc_next_deadline(qp);
-		if (d && d <= now) {
+		if (d && d <= now && eng->timer_fire_max && fired == eng->timer_fire_max) {
+			/* Over budget: due at once, after the next drain (TIMER_FIRE_MAX). */
+			if (!eng->timer_resume)
+				eng->timer_resume = qp->qpx.qp_base.qp_num;
+			d = now;
+		} else if (d && d <= now) {
 			struct engine_qp *eq;
+
+			fired++;
 
 			pthread_mutex_lock(&qp->sq.lock);
 			eq = cork(qp);   /* a go-back resends a window at once */
@@ -799,6 +837,8 @@ static void run_timers(struct uroce_engine *eng)
 		if (d && (!next || d < next))
 			next = d;
 	}
+	if (eng->timer_resume)
+		atomic_fetch_add_explicit(&eng->timer_deferred, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&ctx->lock);
 	/* Counters: a wake-up before the publish is due means activity since the last one,
 	 * and a publish that found changes may be followed by more; either way come back at
@@ -1162,6 +1202,8 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
 		eng->lease_ns = (v ? strtoull(v, NULL, 10) : POLL_LEASE_US) * 1000ull;
+		v = getenv("UROCE_TIMER_FIRE_MAX");
+		eng->timer_fire_max = v && *v ? (unsigned)strtoul(v, NULL, 10) : TIMER_FIRE_MAX;
 		v = getenv("UROCE_AUTOCORK_US");
 		eng->autocork_ns = env_off("UROCE_AUTOCORK") ? 0
 				   : v ? strtoull(v, NULL, 10) * 1000ull : AUTOCORK_NS;
@@ -1881,7 +1923,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
 			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
-			"timer_walks=%llu rx_socket_drops=%llu\n", (int)getpid(),
+			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu\n", (int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1894,6 +1936,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)st.tx_sockets_max,
 			(unsigned long long)atomic_load(&eng->park_walks),
 			(unsigned long long)atomic_load(&eng->timer_walks),
+			(unsigned long long)atomic_load(&eng->timer_deferred),
 			(unsigned long long)st.rx_socket_drops);
 	}
 	uroce_shm_close(eng->shm);

@@ -19,6 +19,11 @@
 #            reordering, for each of ib_write_bw, ib_read_bw and ib_atomic_bw -q 64 with a
 #            fixed number of iterations: every run finishes (a credit never lost, a waiter
 #            never forgotten) and waited for credits
+#   walk     faults with a timer walk that runs one QP's due timers at a time
+#            (UROCE_TIMER_FIRE_MAX=1, engine.c run_timers): the QPs left due are run by
+#            the next walks, from where the last one stopped, so every run still finishes
+#            (a deferred retransmission or credit retry never forgotten), and walks did
+#            leave timers due (timer_deferred > 0, UROCE_ENGINE_STATS)
 #   fds      stream's 1,000 QPs under a limit of 512 file descriptors (ulimit -n): the QPs
 #            of a UDP source-port slot share one send socket, so the client runs, and it
 #            held at most UROCE_UDP_SPORTS (default 256) of them at once (tx_sockets_max,
@@ -120,8 +125,9 @@ fds|fds_off)
 			fail "the client failed, but not for want of descriptors ($socks send sockets)"
 		fi
 	fi ;;
-faults)
+faults|walk)
 	export UROCE_UDP_INFLIGHT_KB=512 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
+	[ "$CASE" = walk ] && export UROCE_TIMER_FIRE_MAX=1 UROCE_ENGINE_STATS=1
 	for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 100" "ib_atomic_bw -A FETCH_AND_ADD -n 2000"; do
 		port=$((port + 1))
 		a="$t -x 0 -F -q 64 -p $port"
@@ -129,6 +135,11 @@ faults)
 		w=$(qp_sum credit_waits "$tmp/cli")
 		echo "${t%% *}: $w credit waits"
 		[ "$w" -gt 0 ] || fail "${t%% *}: no QP waited for credits at a 512 KiB budget"
+		if [ "$CASE" = walk ]; then
+			dw=$(( $(eng_stat sum timer_deferred "$tmp/cli") + $(eng_stat sum timer_deferred "$tmp/srv") ))
+			echo "${t%% *}: $dw timer walks left due timers for the next"
+			[ "$dw" -gt 0 ] || fail "${t%% *}: no walk left a timer due: the walk's budget was never reached"
+		fi
 	done ;;
 *)
 	echo "unknown case $CASE"; exit 2 ;;
