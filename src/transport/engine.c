@@ -118,10 +118,9 @@ struct uroce_engine {
  * drained) one walk sent for up to 255 ms while the ACKs that would have closed those
  * windows waited, unread, in the receive ring; the QPs late in the walk passed their
  * 67 ms local ACK timeout meanwhile and resent whole windows that had arrived (bench/
- * RESULTS.md, "Scale").  A QP past the budget stays due: the walk ends with its deadline
- * at now, the thread drains what has arrived and walks again from that QP on.
- * UROCE_TIMER_FIRE_MAX=N overrides it, 0 = no limit (the walk as it was: the negative
- * control of tests/transport/rc_budget.sh shm). */
+ * RESULTS.md, "1,000 QPs over shm").  A QP past the budget stays due: the walk ends with
+ * its deadline at now, the thread drains what has arrived and walks again from that QP
+ * on.  UROCE_TIMER_FIRE_MAX=N overrides it, 0 = no limit (the walk as it was). */
 #define TIMER_FIRE_MAX 32
 
 /* A batch holds the packets of one 64 KiB message at the QP's path MTU, at least
@@ -826,7 +825,6 @@ static void run_timers(struct uroce_engine *eng)
 			struct engine_qp *eq;
 
 			fired++;
-
 			pthread_mutex_lock(&qp->sq.lock);
 			eq = cork(qp);   /* a go-back resends a window at once */
 			d = uroce_rc_timers_run(qp, now);
