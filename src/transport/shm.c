@@ -316,6 +316,17 @@ static uint8_t *tx_reserve(struct uroce_shm_link *l, uint32_t need, bool *gone)
 		tx_publish(l);
 		if (l->self || l->tx_nowait || peer_gone(l))
 			break;
+		/* Nor while the peer has records for us on this link (its tail beyond the head
+		 * we published): it may itself be waiting for room in that ring, which only a
+		 * drain on our side makes, so two waiting senders would take turns at
+		 * SHM_FULL_WAIT_NS each while neither process reads.  With 1,000 QPs a receive
+		 * batch of 64 ACKs took up to 140 ms that way, and the ACKs behind it passed
+		 * their QPs' local ACK timeout (bench/RESULTS.md, "1,000 QPs over shm").  The
+		 * spill takes what does not wait, and RC requesters stop until it drains
+		 * (io.busy). */
+		if (__atomic_load_n(&l->rx.ctl->tail, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&l->rx.ctl->head, __ATOMIC_RELAXED))
+			break;
 		now = now_ns();
 		if (!deadline)
 			deadline = now + SHM_FULL_WAIT_NS;
