@@ -5,7 +5,8 @@
  * is published with one store of tail, then the peer is woken if it said it sleeps.  A
  * full ring is waited for, bounded (SHM_FULL_WAIT_NS), on the futex of head: the peer's
  * consumer runs in another process and needs none of our locks, so the wait ends as soon
- * as it has read; a link of a context with itself never waits (its consumer would be us).
+ * as it has read; a link of a context with itself never waits (its consumer would be us),
+ * nor does a sender while the peer has records for us on the link (tx_reserve).
  * What the ring still cannot take after the wait is not lost: it waits, copied, in the
  * link's spill, in send order, and every later packet of the link goes behind it; the
  * consumer writes our wake eventfd when it moves head (prod_waiting bit 1), and whoever
