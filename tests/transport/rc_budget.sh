@@ -23,7 +23,9 @@
 #            (UROCE_TIMER_FIRE_MAX=1, engine.c run_timers): the QPs left due are run by
 #            the next walks, from where the last one stopped, so every run still finishes
 #            (a deferred retransmission or credit retry never forgotten), and walks did
-#            leave timers due (timer_deferred > 0, UROCE_ENGINE_STATS)
+#            leave timers due (timer_deferred > 0 over the three, UROCE_ENGINE_STATS;
+#            per program it may be 0: ib_read_bw's QPs seldom come due together, 0-7
+#            such walks against 130-181 for ib_write_bw)
 #   fds      stream's 1,000 QPs under a limit of 512 file descriptors (ulimit -n): the QPs
 #            of a UDP source-port slot share one send socket, so the client runs, and it
 #            held at most UROCE_UDP_SPORTS (default 256) of them at once (tx_sockets_max,
@@ -128,6 +130,7 @@ fds|fds_off)
 faults|walk)
 	export UROCE_UDP_INFLIGHT_KB=512 UROCE_FAULT=drop=0.02,dup=0.01,reorder=0.02
 	[ "$CASE" = walk ] && export UROCE_TIMER_FIRE_MAX=1 UROCE_ENGINE_STATS=1
+	deferred=0
 	for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 100" "ib_atomic_bw -A FETCH_AND_ADD -n 2000"; do
 		port=$((port + 1))
 		a="$t -x 0 -F -q 64 -p $port"
@@ -138,9 +141,11 @@ faults|walk)
 		if [ "$CASE" = walk ]; then
 			dw=$(( $(eng_stat sum timer_deferred "$tmp/cli") + $(eng_stat sum timer_deferred "$tmp/srv") ))
 			echo "${t%% *}: $dw timer walks left due timers for the next"
-			[ "$dw" -gt 0 ] || fail "${t%% *}: no walk left a timer due: the walk's budget was never reached"
+			deferred=$((deferred + dw))
 		fi
-	done ;;
+	done
+	[ "$CASE" = faults ] || [ "$deferred" -gt 0 ] ||
+		fail "no walk left a timer due in any of the three: the walk's budget was never reached" ;;
 *)
 	echo "unknown case $CASE"; exit 2 ;;
 esac
