@@ -123,6 +123,17 @@ if [ "${1:-}" = --inner ]; then
 			sleep 0.01
 		done
 	}
+	# kern_share TAG PORTOFF [-c]: one udp_gso pair (the receiver's figure, as TAG)
+	kern_share() {
+		echo "== rep $rep udp_gso $3" >>"$log"
+		$S "$BUILD/bin/udp_gso" -r $3 -p $((port + $2)) -d "$SECS" -m $PMTU >"$OUT.srv" 2>&1 &
+		spid=$!
+		wait_port u $((port + $2)) &&
+			$C "$BUILD/bin/udp_gso" -t $HOST $3 -p $((port + $2)) -d "$SECS" -s uroce -m $PMTU >"$OUT.cli" 2>&1
+		wait $spid
+		cat "$OUT.srv" "$OUT.cli" >>"$log"
+		emit "$1" $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
+	}
 	# field N of the client's line whose first field is SIZE (perftest's result row)
 	pt_field() { awk -v s="$1" -v f="$2" '$1 == s && NF >= f { v = $f } END { if (v != "") print v }'; }
 	# only numbers count (perftest prints "inf" when its cycle count failed)
@@ -298,25 +309,11 @@ if [ "${1:-}" = --inner ]; then
 		cat "$OUT.srv" "$OUT.cli" >>"$log"
 		emit peer $rep "$v"
 		if [ "$KIND" = write_bw ]; then
-			# the kernel's share: the same bytes in netio's shape, nothing else (udp_gso)
-			echo "== rep $rep kernel share" >>"$log"
-			$S "$BUILD/bin/udp_gso" -r -p $((port + 3000)) -d "$SECS" -m $PMTU >"$OUT.srv" 2>&1 &
-			spid=$!
-			wait_port u $((port + 3000)) &&
-				$C "$BUILD/bin/udp_gso" -t $HOST -p $((port + 3000)) -d "$SECS" -s uroce -m $PMTU >"$OUT.cli" 2>&1
-			wait $spid
-			cat "$OUT.srv" "$OUT.cli" >>"$log"
-			emit kern $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
-			# the same with the ICRC computed at both ends (udp_gso -c): what a RoCEv2
-			# sender cannot avoid on top of the kernel's share, so the floor of this path
-			echo "== rep $rep kernel share + ICRC" >>"$log"
-			$S "$BUILD/bin/udp_gso" -r -c -p $((port + 3500)) -d "$SECS" -m $PMTU >"$OUT.srv" 2>&1 &
-			spid=$!
-			wait_port u $((port + 3500)) &&
-				$C "$BUILD/bin/udp_gso" -t $HOST -c -p $((port + 3500)) -d "$SECS" -s uroce -m $PMTU >"$OUT.cli" 2>&1
-			wait $spid
-			cat "$OUT.srv" "$OUT.cli" >>"$log"
-			emit kcrc $rep "$(sed -n 's/^udp_gso recv gbps=\([0-9.]*\).*/\1/p' <"$OUT.srv")"
+			# the kernel's share: the same bytes in netio's shape, nothing else (udp_gso);
+			# then with the ICRC computed at both ends (udp_gso -c): what a RoCEv2 sender
+			# cannot avoid on top of it, so the floor of this path
+			kern_share kern 3000 ""
+			kern_share kcrc 3500 -c
 		fi
 		# The shared-memory ceiling (shm_ring, no RDMA) and UCX's shared memory, same pinning.
 		ring=
