@@ -70,6 +70,10 @@ struct uroce_engine {
 	_Atomic uint64_t poll_stamp;
 	atomic_bool sock_off;
 	uint64_t lease_ns;
+	/* Progress thread only: how long it sleeps before it looks at the lease again
+	 * (LEASE_CHECK_MAX_NS), and that interval's ceiling. */
+	uint64_t lease_check_ns, lease_check_max;
+	_Atomic uint64_t lease_looks;    /* wake-ups that found the lease held (ENGINE_STATS) */
 	/* Progress thread only: no lease before this time (a lease that ran out left a
 	 * datagram waiting, see LEASE_BACKOFF_NS). */
 	uint64_t lease_off_until;
@@ -931,6 +935,23 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
  * the lease is tried again afterwards (one late datagram per period at worst). */
 #define LEASE_BACKOFF_NS 10000000ull
 
+/* How often the progress thread looks whether a lease still holds.  Each look is a
+ * wake-up on the poller's CPU: a timer interrupt, two context switches and the caches the
+ * poller loses.  At the lease's end and at the earliest deadline, as before, the
+ * progress thread woke 7,000-11,000 times a second during an ib_write_lat across a veth,
+ * once every six half round trips, and ib_write_lat's typical latency was 8.5-9.8 us
+ * against 6.5-8.3 with looks 1 ms apart (bench/RESULTS.md).  So while the poller keeps
+ * its lease, each look that finds it held doubles the interval to the next, up to this;
+ * a lease that starts (again) is looked at when it ends.  The deadlines are not looked
+ * for: the poller runs them (uroce_transport_poll).  The price is paid by a poller that
+ * stops without a word after it held the lease long: what arrives then, and what comes
+ * due, waits up to this long once, after which the lease backs off (LEASE_BACKOFF_NS).  A
+ * poller that stops soon after the lease began (Linux Soft-RoCE's peer acknowledging at
+ * once: its poll returns on the ACK, the WRITE comes while it spins on memory) is found at
+ * the first look, POLL_LEASE_US late, as before.  UROCE_POLL_CHECK_MAX_US=N overrides it
+ * (N at most POLL_LEASE_US: the old looks). */
+#define LEASE_CHECK_MAX_NS 1600000ull
+
 /* An application thread busy-polled less than the lease ago.  A seq_cst load: wait_events
  * relies on it after storing sock_off. */
 static bool lease_held(struct uroce_engine *eng, uint64_t now)
@@ -991,20 +1012,28 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 	struct timespec ts, *tp = NULL;
 
 	if (lease_held(eng, now) && now >= eng->lease_off_until) {
-		if (!atomic_load(&eng->sock_off))
+		if (!atomic_load(&eng->sock_off)) {
 			sock_watch(eng, false);
+			eng->lease_check_ns = 0;   /* a new lease: looked at when it ends */
+		} else {
+			/* Woken under a lease that still holds (LEASE_CHECK_MAX_NS). */
+			atomic_fetch_add_explicit(&eng->lease_looks, 1, memory_order_relaxed);
+			eng->lease_check_ns = eng->lease_check_ns ? 2 * eng->lease_check_ns
+								  : eng->lease_ns;
+			if (eng->lease_check_ns > eng->lease_check_max)
+				eng->lease_check_ns = eng->lease_check_max;
+		}
 		/* Look at the stamp (again): a will_sleep that ran before sock_off was set
 		 * saw it clear and rang no doorbell (both sides store before they load,
 		 * seq_cst). */
 		if (lease_held(eng, now)) {
-			/* Deadlines are met by this timeout, not the timerfd: a deadline set
-			 * by an application thread meanwhile rings no doorbell (eng_timer)
-			 * and waits at most for the lease's end. */
-			uint64_t end = atomic_load(&eng->poll_stamp) + eng->lease_ns;
-			uint64_t due = atomic_load(&eng->due_hint), left;
+			/* No deadline shortens this sleep: the poller runs the timers that
+			 * come due (uroce_transport_poll), and if it stops polling, they wait
+			 * for the next look, as datagrams do (LEASE_CHECK_MAX_NS). */
+			uint64_t end = atomic_load(&eng->poll_stamp) + eng->lease_ns, left;
 
-			if (due && due < end)
-				end = due;
+			if (end < now + eng->lease_check_ns)
+				end = now + eng->lease_check_ns;
 			left = end > now ? end - now : 0;
 			ts.tv_sec = (time_t)(left / 1000000000ull);
 			ts.tv_nsec = (long)(left % 1000000000ull);
@@ -1200,6 +1229,8 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 		const char *v = getenv("UROCE_POLL_LEASE_US");
 
 		eng->lease_ns = (v ? strtoull(v, NULL, 10) : POLL_LEASE_US) * 1000ull;
+		v = getenv("UROCE_POLL_CHECK_MAX_US");
+		eng->lease_check_max = v && *v ? strtoull(v, NULL, 10) * 1000ull : LEASE_CHECK_MAX_NS;
 		v = getenv("UROCE_TIMER_FIRE_MAX");
 		eng->timer_fire_max = v && *v ? (unsigned)strtoul(v, NULL, 10) : TIMER_FIRE_MAX;
 		v = getenv("UROCE_AUTOCORK_US");
@@ -1845,6 +1876,15 @@ int uroce_transport_poll(struct uroce_context *ctx)
 				lease_renew(eng, now + (len - eng->lease_ns));
 			}
 			last_poll = now;
+			/* The progress thread does not wake for deadlines under the lease
+			 * (LEASE_CHECK_MAX_NS): a poller whose polls keep finding packets runs
+			 * them too. */
+			if (atomic_load(&eng->sock_off)) {
+				uint64_t due = atomic_load_explicit(&eng->due_hint, memory_order_relaxed);
+
+				if (due && now >= due)
+					run_timers(eng);
+			}
 		}
 		return got;
 	}
@@ -1921,7 +1961,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
 			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
-			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu\n", (int)getpid(),
+			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu lease_looks=%llu\n",
+			(int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
 			(unsigned long long)st.tx_packets, (unsigned long long)st.tx_gso_sends,
@@ -1935,7 +1976,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)atomic_load(&eng->park_walks),
 			(unsigned long long)atomic_load(&eng->timer_walks),
 			(unsigned long long)atomic_load(&eng->timer_deferred),
-			(unsigned long long)st.rx_socket_drops);
+			(unsigned long long)st.rx_socket_drops,
+			(unsigned long long)atomic_load(&eng->lease_looks));
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);

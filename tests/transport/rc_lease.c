@@ -47,6 +47,17 @@
  *   rc_lease gap_off  the negative control: the same with GAP_OFF_US (1.5 ms, longer than
  *                    any extension) for the long spins: the progress thread must drain
  *                    more than half, so gap's check can fail.
+ *   rc_lease looks   the default lease (200 us), UDP.  LOOKS_N SEND ping-pongs, both sides
+ *                    busy-polling: the progress thread, which leaves the socket to the
+ *                    poller, wakes to see whether the lease still holds, and each look that
+ *                    finds it held doubles the interval to the next (LEASE_CHECK_MAX_NS in
+ *                    engine.c, 1.6 ms).  Each side must have looked at most LOOKS_MAX_PER_MS
+ *                    times per millisecond of the exchange (UROCE_ENGINE_STATS: lease_looks).
+ *                    A look is a wake-up on the poller's CPU; looking at every lease end
+ *                    and deadline, as before, was 7-11 per ms in an ib_write_lat.
+ *   rc_lease looks_off  the negative control: the same with the interval held at 200 us
+ *                    (UROCE_POLL_CHECK_MAX_US=200): the client must look more often than
+ *                    that, so looks' check can fail.
  *   rc_lease corkwait  no lease.  Right after connecting (the server has sent nothing), the
  *                    client posts two RDMA WRITEs back to back -- the second is parked
  *                    behind the first, unacknowledged -- and then calls no verbs; the server
@@ -93,6 +104,8 @@ static const char *who = "?";
 #define GAP_US 400                   /* the client's spin between post and poll (gap) */
 #define GAP_SHORT_US 150             /* one of every ten spins: within the plain lease */
 #define GAP_OFF_US 1500              /* the same, longer than any lease (gap_off) */
+#define LOOKS_N 20000                /* ping-pongs (looks) */
+#define LOOKS_MAX_PER_MS 2.0         /* progress thread's looks at a held lease (looks) */
 
 struct node {
 	struct ibv_context *ctx;
@@ -240,6 +253,7 @@ static void sync_byte(struct node *n, bool out)
 /* Close the device with stderr captured, and return the engine's counters of this
  * process (the UROCE_ENGINE_STATS line printed at close). */
 static unsigned long long tx_packets, tx_gso;   /* from the same line: both links' packets */
+static unsigned long long lease_looks;          /* ... and the looks at a held lease */
 
 static void close_node(struct node *n, unsigned long long *app, unsigned long long *prog)
 {
@@ -266,6 +280,10 @@ static void close_node(struct node *n, unsigned long long *app, unsigned long lo
 	f = fdopen(fd, "r");
 	while (f && fgets(line, sizeof(line), f)) {
 		unsigned long long shm_tx = 0;
+		const char *lk = strstr(line, " lease_looks=");
+
+		if (lk)
+			lease_looks = strtoull(lk + 13, NULL, 10);
 
 		if (sscanf(line, "UROCE_ENGINE_STATS pid=%*d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			   "tx_gso_sends=%llu shm_tx_packets=%llu", app, prog, &tx_packets, &tx_gso,
@@ -392,6 +410,26 @@ static int run(const char *mode, bool client, int sock)
 			DIE("polls %u us apart: the progress thread drained only %llu of %llu "
 			    "datagrams (want > 1/2): the gap case proves nothing", GAP_OFF_US, prog,
 			    app + prog);
+		return 0;
+	}
+	if (!strcmp(mode, "looks") || !strcmp(mode, "looks_off")) {
+		uint64_t t0 = now_ns();
+		double ms, rate;
+
+		pingpong(&n, client, LOOKS_N);
+		ms = (double)(now_ns() - t0) / 1e6;
+		sync_byte(&n, client);
+		sync_byte(&n, !client);
+		close_node(&n, &app, &prog);
+		rate = (double)lease_looks / ms;
+		printf("%s: %llu looks at a held lease in %.0f ms (%.2f per ms), rx_app=%llu "
+		       "rx_progress=%llu\n", who, lease_looks, ms, rate, app, prog);
+		if (!strcmp(mode, "looks") && rate > LOOKS_MAX_PER_MS)
+			DIE("the progress thread looked at the lease %.2f times per ms (want <= %.1f)",
+			    rate, LOOKS_MAX_PER_MS);
+		if (client && !strcmp(mode, "looks_off") && rate <= LOOKS_MAX_PER_MS)
+			DIE("with looks every 200 us the progress thread looked only %.2f times per ms "
+			    "(want > %.1f): the looks case proves nothing", rate, LOOKS_MAX_PER_MS);
 		return 0;
 	}
 	if (!strcmp(mode, "cork")) {
@@ -526,15 +564,17 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	if (argc != 2)
-		DIE("usage: rc_lease poll|stop|sleep|cork|gap|gap_off|corkwait|corkerr");
+		DIE("usage: rc_lease poll|stop|sleep|cork|gap|gap_off|looks|looks_off|corkwait|corkerr");
 	lease = !strcmp(argv[1], "stop") ? "200000"
-		: !strncmp(argv[1], "gap", 3) ? "200"
+		: !strncmp(argv[1], "gap", 3) || !strncmp(argv[1], "looks", 5) ? "200"
 		: !strcmp(argv[1], "corkwait") || !strcmp(argv[1], "corkerr") ? "0" : "10000000";
 	if (!strcmp(argv[1], "corkerr"))
 		setenv("UROCE_AUTOCORK_US", "100000", 1);
 	/* cork counts the UDP path's GSO sends, gap its socket's lease (see above). */
-	if (!strcmp(argv[1], "cork") || !strncmp(argv[1], "gap", 3))
+	if (!strcmp(argv[1], "cork") || !strncmp(argv[1], "gap", 3) || !strncmp(argv[1], "looks", 5))
 		setenv("UROCE_LINK", "udp", 1);
+	if (!strcmp(argv[1], "looks_off"))
+		setenv("UROCE_POLL_CHECK_MAX_US", "200", 1);
 	setenv("UROCE_POLL_LEASE_US", lease, 1);
 	setenv("UROCE_ENGINE_STATS", "1", 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
