@@ -74,9 +74,11 @@ struct uroce_engine {
 	 * (LEASE_CHECK_MAX_NS), and that interval's ceiling. */
 	uint64_t lease_check_ns, lease_check_max;
 	_Atomic uint64_t lease_looks;    /* wake-ups that found the lease held (ENGINE_STATS) */
+	_Atomic uint64_t lease_backoffs; /* leases that ran out with datagrams waiting (ditto) */
 	/* Progress thread only: no lease before this time (a lease that ran out left a
 	 * datagram waiting, see LEASE_BACKOFF_NS). */
 	uint64_t lease_off_until;
+	uint64_t lease_backoff_ns;       /* the last back-off (LEASE_BACKOFF_MIN_NS) */
 	/* The earliest deadline of any QP as far as known (0 = none): run_timers stores what it
 	 * found, eng_timer lowers it for a deadline set since.  The progress thread sleeps
 	 * until it under the lease, and a busy-polling application thread runs the timers
@@ -934,6 +936,16 @@ static void arm_timerfd(struct uroce_engine *eng, uint64_t next)
  * for this long: the progress thread watches the socket again, as without the lease, and
  * the lease is tried again afterwards (one late datagram per period at worst). */
 #define LEASE_BACKOFF_NS 10000000ull
+/* ... but only after lapses in a row: the first is LEASE_BACKOFF_MIN_NS, and each lapse
+ * less than LEASE_BACKOFF_RUN_NS after the previous back-off ended doubles it, up to
+ * LEASE_BACKOFF_NS.  A peer that acknowledges at once lapses the lease as soon as it is
+ * back (1, 2, 4, 8, then 10 ms: the pattern above).  Between two uroce processes a lapse
+ * is a one-off: one side stalled for over UROCE_RC_ACK_DEFER_IF_REQ_NS (a busy machine),
+ * so the other acknowledged its WRITE at once, and its next WRITE came while the poller
+ * spun on memory.  The ten milliseconds without a lease that followed, every datagram a
+ * wake-up, were where ib_write_lat's 99th percentile came from. */
+#define LEASE_BACKOFF_MIN_NS 1000000ull
+#define LEASE_BACKOFF_RUN_NS 100000000ull
 
 /* How often the progress thread looks whether a lease still holds.  Each look is a
  * wake-up on the poller's CPU: a timer interrupt, two context switches and the caches the
@@ -1049,8 +1061,17 @@ static int wait_events(struct uroce_engine *eng, struct epoll_event *ev, int nev
 			run_timers(eng);
 			/* A lease that ran out (rather than ended by will_sleep) and left
 			 * datagrams waiting delayed them: back off (LEASE_BACKOFF_NS). */
-			if (atomic_load(&eng->poll_stamp) && drain(eng, true))
-				eng->lease_off_until = uroce_rc_clock() + LEASE_BACKOFF_NS;
+			if (atomic_load(&eng->poll_stamp) && drain(eng, true)) {
+				uint64_t t = uroce_rc_clock();
+
+				eng->lease_backoff_ns =
+					eng->lease_backoff_ns && t - eng->lease_off_until < LEASE_BACKOFF_RUN_NS
+						? 2 * eng->lease_backoff_ns : LEASE_BACKOFF_MIN_NS;
+				if (eng->lease_backoff_ns > LEASE_BACKOFF_NS)
+					eng->lease_backoff_ns = LEASE_BACKOFF_NS;
+				eng->lease_off_until = t + eng->lease_backoff_ns;
+				atomic_fetch_add_explicit(&eng->lease_backoffs, 1, memory_order_relaxed);
+			}
 		}
 		arm_timerfd(eng, atomic_load(&eng->due_hint));
 		/* The shared-memory rings: peers wake us only after we said we sleep, and
@@ -1961,7 +1982,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 		fprintf(stderr, "UROCE_ENGINE_STATS pid=%d rx_app=%llu rx_progress=%llu tx_packets=%llu "
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
 			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
-			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu lease_looks=%llu\n",
+			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu lease_looks=%llu "
+			"lease_backoffs=%llu\n",
 			(int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
@@ -1977,7 +1999,8 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)atomic_load(&eng->timer_walks),
 			(unsigned long long)atomic_load(&eng->timer_deferred),
 			(unsigned long long)st.rx_socket_drops,
-			(unsigned long long)atomic_load(&eng->lease_looks));
+			(unsigned long long)atomic_load(&eng->lease_looks),
+			(unsigned long long)atomic_load(&eng->lease_backoffs));
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);
