@@ -994,8 +994,9 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 	while (i < n) {
 		/* A run: packets of pkts[i]'s size, the last possibly shorter, within the GSO
 		 * limits.  Segment k of a GSO send leaves with IPv4 ID k. */
-		size_t seg = pkts[i].len, bytes = 0;
+		size_t seg = pkts[i].len, bytes = 0, pre_len = 0;
 		unsigned cnt = 0, iovcnt = 0;
+		uint32_t pre0 = 0;   /* the pseudo-header's CRC for pre_len bytes, ID 0 */
 
 		while (i + cnt < n && cnt < GSO_MAX_SEGS && bytes + pkts[i + cnt].len <= GSO_MAX_BYTES) {
 			struct uroce_txpkt *p = &pkts[i + cnt];
@@ -1006,7 +1007,12 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 				break;
 			if (cnt && p->len < seg && shorter_starts_run(pkts + i + cnt, n - i - cnt))
 				break;
-			put_icrc(p, uroce_netio_icrc(&ia, (uint16_t)cnt, p->iov, p->iovcnt, p->len));
+			if (p->len != pre_len) {
+				pre0 = uroce_icrc_pre(&ia, 0, p->len);
+				pre_len = p->len;
+			}
+			put_icrc(p, uroce_netio_icrc_pre(uroce_icrc_with_id(pre0, ia.family, (uint16_t)cnt),
+							 p->iov, p->iovcnt, p->len));
 			/* A piece that continues the previous one in memory (the engine lays a
 			 * packet's tail right before the next packet's headers) extends it: the
 			 * kernel's copy costs per piece. */

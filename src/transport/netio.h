@@ -161,5 +161,8 @@ struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio);
  * single piece.  Returns 0 for a packet shorter than BTH + ICRC.  Pure; never fails. */
 uint32_t uroce_netio_icrc(const struct uroce_icrc_addr *a, uint16_t ip_id,
 			  const struct iovec *iov, unsigned iovcnt, size_t len);
+/* The same from the pseudo-header's CRC @pre (uroce_icrc_pre for this packet's addresses,
+ * length and Identification): a sender of packets of one length computes it once. */
+uint32_t uroce_netio_icrc_pre(uint32_t pre, const struct iovec *iov, unsigned iovcnt, size_t len);
 
 #endif

@@ -76,6 +76,22 @@ uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt,
 uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *bth,
 			 size_t len);
 
+/*
+ * The CRC of the pseudo-header before the BTH alone (8 bytes of ones, the masked IP and UDP
+ * headers) for a @len-byte UDP payload and IPv4 Identification @ip_id:
+ * uroce_crc32(pre, <the BTH with byte 4 set to ones, then the packet up to its ICRC slot>)
+ * is the ICRC.  Memoised per thread (icrc.c), so a stream pays for it once per length.
+ */
+uint32_t uroce_icrc_pre(const struct uroce_icrc_addr *a, uint16_t ip_id, size_t len);
+
+/* uroce_icrc_pre for Identification @ip_id from its value @pre for ID 0 (the same
+ * addresses and length): a GSO run's packets differ only in it. */
+uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id);
+
+/* Packets whose covered bytes after the pseudo-header (BTH to pad) are at most this many
+ * are CRC'd from one masked copy, in one call. */
+#define UROCE_ICRC_SMALL 128
+
 /* Compute and store the ICRC in the last 4 bytes of @pkt. */
 void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len);
 

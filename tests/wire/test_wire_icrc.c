@@ -112,6 +112,61 @@ static void test_compute_matches_reference(void **state)
 	}
 }
 
+/* The pseudo-header's CRC is memoised per thread and an Identification applied by
+ * linearity (icrc.c, pre_crc): with a pool of keys larger than the memo, reused at random
+ * (hits, misses, evictions, keys that differ in one field only), every packet's ICRC, for
+ * any ID, must still be the reference's over a real frame with that ID. */
+static void test_prefix_memo_and_ids(void **state)
+{
+	enum { KEYS = 40 };
+	static uint8_t pkt[2100], frame[2300];
+	struct uroce_icrc_addr ia[KEYS];
+	struct uroce_frame_addr fa[KEYS];
+	size_t klen[KEYS];
+
+	(void)state;
+	for (int k = 0; k < KEYS; k++) {
+		fill_addr(k % 3 ? AF_INET : AF_INET6, &ia[k], &fa[k]);
+		klen[k] = 16 + 4 * (rnd() % 500);
+		if (k >= 2 && k % 5 == 0) {     /* the same as the one before but for one field */
+			ia[k] = ia[k - 1];
+			fa[k] = fa[k - 1];
+			klen[k] = klen[k - 1];
+			switch (k % 4) {
+			case 0: klen[k] += 4; break;
+			case 1: ia[k].sport ^= 1; fa[k].sport = ia[k].sport; break;
+			case 2: ia[k].dport ^= 0x100; fa[k].dport = ia[k].dport; break;
+			default: /* swap directions */
+				ia[k].src = ia[k - 1].dst; ia[k].dst = ia[k - 1].src;
+				fa[k].src = fa[k - 1].dst; fa[k].dst = fa[k - 1].src;
+			}
+		}
+	}
+	for (int rep = 0; rep < 3000; rep++) {
+		int k = (int)(rnd() % KEYS);
+		size_t len = klen[k];
+		uint16_t id = rep % 3 == 0 ? 0 : rep % 3 == 1 ? (uint16_t)(rnd() % 64) : (uint16_t)rnd();
+		struct uroce_frame f;
+		uint32_t c;
+		long fl;
+
+		random_pkt(pkt, len);
+		fa[k].ip_id = id;
+		fl = uroce_frame_build_eth(frame, sizeof(frame), &fa[k], pkt, len);
+		assert_true(fl > 0);
+		assert_int_equal(uroce_frame_parse_eth(frame, (size_t)fl, &f), 0);
+		c = uroce_crc32(uroce_icrc_head(&ia[k], id, pkt, len), pkt + UROCE_BTH_LEN,
+				len - UROCE_BTH_LEN - UROCE_ICRC_LEN);
+		assert_int_equal(c, ref_icrc(frame, (size_t)fl));
+		assert_int_equal(uroce_icrc_with_id(uroce_icrc_pre(&ia[k], 0, len), ia[k].family, id),
+				 uroce_icrc_pre(&ia[k], id, len));
+		/* Received: verified for that ID (the hint), both small and large packets. */
+		uroce_put_le32(pkt + len - UROCE_ICRC_LEN, c);
+		assert_int_equal(uroce_icrc_verify_hint(&ia[k], pkt, len, 0, id, NULL),
+				 id && ia[k].family == AF_INET ? UROCE_ICRC_OK_ID : UROCE_ICRC_OK);
+	}
+}
+
 /* Build an IPv4 frame with a given Identification (and DF or not), put the
  * ICRC computed over that real header into it, return the UDP payload. */
 static void sender_with_id(struct uroce_icrc_addr *ia, uint8_t *pkt, size_t len, uint16_t id, int df)
@@ -295,6 +350,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32_is_zlib),
 		cmocka_unit_test(test_compute_matches_reference),
+		cmocka_unit_test(test_prefix_memo_and_ids),
 		cmocka_unit_test(test_unknown_id_recovered),
 		cmocka_unit_test(test_df_clear),
 		cmocka_unit_test(test_ipv6_full_check),
