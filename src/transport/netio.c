@@ -1050,17 +1050,6 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 
 /* ---------------------------------------------------------------- receive */
 
-static uint16_t ipv4_csum(const uint8_t *h)
-{
-	uint32_t s = 0;
-
-	for (int i = 0; i < 20; i += 2)
-		s += (uint32_t)h[i] << 8 | h[i + 1];
-	while (s >> 16)
-		s = (s & 0xFFFF) + (s >> 16);
-	return (uint16_t)~s;
-}
-
 struct rx_meta {
 	uint8_t dst[16];
 	bool have_dst;
@@ -1170,22 +1159,6 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	p.traffic_class = (uint8_t)meta->tos;
 	p.hop_limit = (uint8_t)meta->ttl;
 	p.flow_label = ia.family == AF_INET6 ? meta->flow_label : 0;
-	if (ia.family == AF_INET) {
-		/* The header the sender sent: DF (both OK and OK_ID assumed it), the ID uroce
-		 * sends (0) or the one recovered from the ICRC. */
-		uint8_t *h = p.ipv4_hdr;
-
-		h[0] = 0x45;
-		h[1] = (uint8_t)meta->tos;
-		uroce_put_be16(h + 2, (uint16_t)(20 + 8 + len));
-		uroce_put_be16(h + 4, p.pkt.icrc_status == UROCE_ICRC_OK_ID ? p.pkt.ip_id : 0);
-		uroce_put_be16(h + 6, 0x4000);
-		h[8] = (uint8_t)meta->ttl;
-		h[9] = IPPROTO_UDP;
-		memcpy(h + 12, p.src.gid + 12, 4);
-		memcpy(h + 16, p.dgid + 12, 4);
-		uroce_put_be16(h + 10, ipv4_csum(h));
-	}
 	ctr_add(nio, C_RX_PACKETS, 1);
 	ctr_add(nio, C_RX_BYTES, len);
 	return fn(arg, &p);

@@ -92,8 +92,6 @@ struct uroce_rxpkt {
 	size_t len;
 	struct uroce_netaddr src;    /* sender's GID and UDP source port */
 	uint8_t dgid[16];            /* our GID it was addressed to */
-	uint8_t ipv4_hdr[20];        /* for UD receivers' GRH area: the IPv4 header as the
-				      * sender sent it (ID recovered from the ICRC when possible) */
 	/* Added with netio.c, for an IPv6 GRH (IBA 8.3: TClass, FlowLabel, HopLmt) and
 	 * ibv_init_ah_from_wc: the IP header's variable fields as received. */
 	uint8_t traffic_class;       /* IPv4 TOS / IPv6 traffic class */

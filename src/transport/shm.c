@@ -677,17 +677,6 @@ bool uroce_shm_link_busy(const struct uroce_shm_link *l)
 
 /* ---------------------------------------------------------------- receive */
 
-static uint16_t ipv4_csum(const uint8_t *h)
-{
-	uint32_t sum = 0;
-
-	for (int i = 0; i < 20; i += 2)
-		sum += (uint32_t)h[i] << 8 | h[i + 1];
-	while (sum >> 16)
-		sum = (sum & 0xFFFF) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 /* Every packet that comes out of a ring passes here (the capture point, shm.h): @rec is
  * the record header (a private copy), @pkt its packet in the ring.  Validated as netio
  * validates a datagram, then delivered.  Returns fn's result. */
@@ -728,20 +717,6 @@ static int shm_rx_packet(struct uroce_shm *s, const struct uroce_shm_rec *rec, c
 	p.traffic_class = rec->tclass;
 	p.hop_limit = rec->hop_limit;
 	p.flow_label = gid_is_v4mapped(rec->sgid) ? 0 : rec->flow_label & 0xFFFFF;
-	if (gid_is_v4mapped(rec->sgid)) {
-		/* The IPv4 header the UDP path would have received (a UD GRH area). */
-		uint8_t *h = p.ipv4_hdr;
-
-		h[0] = 0x45;
-		h[1] = rec->tclass;
-		uroce_put_be16(h + 2, (uint16_t)(20 + 8 + rec->len));
-		uroce_put_be16(h + 6, 0x4000);
-		h[8] = rec->hop_limit;
-		h[9] = 17;   /* UDP */
-		memcpy(h + 12, rec->sgid + 12, 4);
-		memcpy(h + 16, rec->dgid + 12, 4);
-		uroce_put_be16(h + 10, ipv4_csum(h));
-	}
 	s->rx_pkts++;
 	s->rx_bytes += rec->len;
 	return fn(arg, &p);

@@ -25,13 +25,38 @@ static bool gid_v4mapped(const uint8_t *g)
 	return !memcmp(g, prefix, sizeof(prefix));
 }
 
+static uint16_t ipv4_csum(const uint8_t *h)
+{
+	uint32_t s = 0;
+
+	for (int i = 0; i < 20; i += 2)
+		s += (uint32_t)h[i] << 8 | h[i + 1];
+	while (s >> 16)
+		s = (s & 0xFFFF) + (s >> 16);
+	return (uint16_t)~s;
+}
+
 void uroce_ud_grh_area(const struct uroce_rxpkt *p, uint8_t out[UROCE_UD_GRH_LEN])
 {
 	memset(out, 0, UROCE_UD_GRH_LEN);
 	if (gid_v4mapped(p->src.gid)) {
 		/* RoCEv2 over IPv4 (Annex A17.4.5.1): the IPv4 header sits in the last 20 bytes;
-		 * Linux RoCE devices do this and ibv_init_ah_from_wc / UCX read it there. */
-		memcpy(out + 20, p->ipv4_hdr, 20);
+		 * Linux RoCE devices do this and ibv_init_ah_from_wc / UCX read it there.  The
+		 * header the sender sent, as far as a UDP socket tells: DF (the ICRC check
+		 * assumed it), the ID uroce sends (0) or the one recovered from the ICRC, the
+		 * TOS and TTL as received. */
+		uint8_t *h = out + 20;
+
+		h[0] = 0x45;
+		h[1] = p->traffic_class;
+		uroce_put_be16(h + 2, (uint16_t)(20 + 8 + p->len));
+		uroce_put_be16(h + 4, p->pkt.icrc_status == UROCE_ICRC_OK_ID ? p->pkt.ip_id : 0);
+		uroce_put_be16(h + 6, 0x4000);
+		h[8] = p->hop_limit;
+		h[9] = IPPROTO_UDP;
+		memcpy(h + 12, p->src.gid + 12, 4);
+		memcpy(h + 16, p->dgid + 12, 4);
+		uroce_put_be16(h + 10, ipv4_csum(h));
 		return;
 	}
 	/* IPv6: the IPv6 header is the GRH (IBA 8.3): version 6, traffic class, flow label,

@@ -51,6 +51,7 @@
 #include "ipc/ipc.h"
 #include "transport/fault.h"
 #include "transport/netio.h"
+#include "transport/ud.h"
 #include "verbs/verbs.h"
 #include "wire/wire.h"
 
@@ -286,12 +287,14 @@ static int on_rx(void *arg, struct uroce_rxpkt *p)
 		}
 	CHECK(ok, "%s: payload of PSN %u differs", s->name, p->pkt.bth.psn);
 	if (s->family == AF_INET) {
-		/* The header as the sender sent it, for a UD GRH area. */
-		CHECK(p->ipv4_hdr[0] == 0x45 && p->ipv4_hdr[9] == 17 &&
-		      !memcmp(p->ipv4_hdr + 12, p->src.gid + 12, 4) &&
-		      !memcmp(p->ipv4_hdr + 16, p->dgid + 12, 4) &&
-		      uroce_get_be16(p->ipv4_hdr + 2) == 28 + p->len &&
-		      p->ipv4_hdr[1] == p->traffic_class && p->ipv4_hdr[8] == p->hop_limit,
+		/* The header as the sender sent it, in a UD GRH area built from what netio
+		 * delivered. */
+		uint8_t grh[UROCE_UD_GRH_LEN], *h = grh + 20;
+
+		uroce_ud_grh_area(p, grh);
+		CHECK(h[0] == 0x45 && h[9] == 17 && !memcmp(h + 12, p->src.gid + 12, 4) &&
+		      !memcmp(h + 16, p->dgid + 12, 4) && uroce_get_be16(h + 2) == 28 + p->len &&
+		      h[1] == p->traffic_class && h[8] == p->hop_limit,
 		      "%s: IPv4 header for the GRH area", s->name);
 		CHECK(p->flow_label == 0, "%s: flow label on IPv4", s->name);
 	}

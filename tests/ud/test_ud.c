@@ -79,7 +79,10 @@ static struct uroce_rxpkt rx_from(const uint8_t *buf, size_t len, const uint8_t 
 	memcpy(&r.src.gid[12], ip4 + 12, 4);
 	r.dgid[10] = r.dgid[11] = 0xFF;
 	memcpy(&r.dgid[12], ip4 + 16, 4);
-	memcpy(r.ipv4_hdr, ip4, 20);
+	/* What netio reports of the IP header: TOS, TTL, and the Identification the ICRC check
+	 * recovered (the GRH area is built from these, uroce_ud_grh_area). */
+	r.pkt.ip_id = uroce_get_be16(ip4 + 4);
+	r.pkt.icrc_status = r.pkt.ip_id ? UROCE_ICRC_OK_ID : UROCE_ICRC_OK;
 	r.traffic_class = ip4[1];
 	r.hop_limit = ip4[8];
 	return r;
