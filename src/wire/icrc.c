@@ -17,7 +17,9 @@
  * reduced basis of U's image and x^(-8*2^k) are computed once at load time.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -139,20 +141,53 @@ struct pre_key {
 	uint64_t family;
 };
 
-static __thread __attribute__((tls_model("initial-exec"))) struct pre_memo {
+struct pre_memo {
 	struct pre_key k;       /* family 0: empty */
 	uint32_t crc;
-} pre_memo[PRE_MEMO];
+};
 
-/* A memo miss: compute and remember (apart, so the hit path has no stack buffer to guard). */
+/* Each thread's memo is allocated at its first use and freed when it exits (memo_key's
+ * destructor): 900 bytes of thread-local storage would take most of the static TLS that
+ * glibc keeps for libraries loaded with dlopen (UCX loads its verbs transport that way),
+ * and a dlopen that finds too little fails.  So only the pointer is initial-exec. */
+static __thread __attribute__((tls_model("initial-exec"))) struct pre_memo *pre_memo_of;
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+static bool memo_key_ok;
+
+static void memo_key_init(void)
+{
+	memo_key_ok = pthread_key_create(&memo_key, free) == 0;
+}
+
+static struct pre_memo *memo_get(void)
+{
+	if (!pre_memo_of) {
+		pthread_once(&memo_once, memo_key_init);
+		if (!memo_key_ok)
+			return NULL;
+		pre_memo_of = calloc(PRE_MEMO, sizeof(*pre_memo_of));
+		if (pre_memo_of && pthread_setspecific(memo_key, pre_memo_of)) {
+			free(pre_memo_of);
+			pre_memo_of = NULL;
+		}
+	}
+	return pre_memo_of;
+}
+
+/* A memo miss (or no memo, @m NULL): compute and remember (apart, so the hit path has no
+ * stack buffer to guard). */
 static __attribute__((noinline)) uint32_t pre_fill(struct pre_memo *m, const struct pre_key *k,
 						   const struct uroce_icrc_addr *a, size_t len)
 {
 	uint8_t pre[8 + IPV6_HLEN + UDP_HLEN];
+	uint32_t crc = uroce_crc32(0, pre, put_pre(pre, a, len));
 
-	m->crc = uroce_crc32(0, pre, put_pre(pre, a, len));
-	m->k = *k;
-	return m->crc;
+	if (m) {
+		m->crc = crc;
+		m->k = *k;
+	}
+	return crc;
 }
 
 /* The CRC of the prefix up to the BTH for IPv4 ID 0 (any ID over IPv6, which has none). */
@@ -161,7 +196,7 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 	struct pre_key k = { .x = (uint64_t)(uint32_t)len | (uint64_t)a->sport << 32 |
 				  (uint64_t)a->dport << 48,
 			     .family = (uint64_t)(unsigned)a->family };
-	struct pre_memo *m;
+	struct pre_memo *m = memo_get();
 	uint64_t h;
 
 	if (a->family == AF_INET6) {
@@ -175,8 +210,10 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 		memcpy(&v, &a->dst.v4, 4);
 		k.w[2] = v;
 	}
+	if (!m)
+		return pre_fill(NULL, &k, a, len);
 	h = (k.x ^ k.w[0] ^ k.w[1] * 3 ^ k.w[2] * 5 ^ k.w[3] * 7) * 0x9E3779B97F4A7C15ull;
-	m = &pre_memo[h >> (64 - PRE_MEMO_BITS)];
+	m += h >> (64 - PRE_MEMO_BITS);
 	if (m->k.x == k.x && m->k.w[0] == k.w[0] && m->k.w[2] == k.w[2] && m->k.w[1] == k.w[1] &&
 	    m->k.w[3] == k.w[3] && m->k.family == k.family)
 		return m->crc;

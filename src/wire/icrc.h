@@ -20,7 +20,10 @@
  * docs/wire.md "ICRC on receive".
  *
  * All calls are pure functions of their arguments (a few constant tables are
- * built at compile time), thread-safe, and never read outside the buffers given.
+ * built at load time), thread-safe, and never read outside the buffers given.  The
+ * pseudo-header's CRC is memoised per thread (uroce_icrc_pre), in a small block
+ * allocated at the thread's first call and freed when it exits; without it (an
+ * allocation that failed) the calls compute everything, with the same results.
  */
 #ifndef UROCE_WIRE_ICRC_H
 #define UROCE_WIRE_ICRC_H
