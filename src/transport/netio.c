@@ -752,7 +752,13 @@ static void put_icrc(struct uroce_txpkt *p, uint32_t icrc)
 {
 	uint8_t v[UROCE_ICRC_LEN];
 	size_t need = UROCE_ICRC_LEN;
+	const struct iovec *t = &p->iov[p->iovcnt - 1];
 
+	/* The slot is at the end of the last piece (the engine's tail): the common case. */
+	if (t->iov_len >= UROCE_ICRC_LEN) {
+		uroce_put_le32((uint8_t *)t->iov_base + t->iov_len - UROCE_ICRC_LEN, icrc);
+		return;
+	}
 	uroce_put_le32(v, icrc);
 	for (unsigned i = p->iovcnt; i-- > 0 && need;) {
 		size_t k = p->iov[i].iov_len < need ? p->iov[i].iov_len : need;

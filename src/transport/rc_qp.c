@@ -493,11 +493,32 @@ uint8_t *uroce_rc_local_ptr(struct uroce_qp *qp, const struct ibv_sge *sge, uint
 /* IBA 10.6.3.2 / 9.7.5.1.x: an R_Key names an MR (or a bound MW) of the QP's PD whose
  * range covers the access and whose rights allow it, and the QP must allow the access
  * too (qp_access_flags).  Any failure is a remote access error. */
+/* The last MR an R_Key named on this thread, as lkey_cache (the same epoch rule).  Only a
+ * key that named an MR is kept: a registration does not move the epoch, so a key that
+ * named nothing yet (a request ahead of the MR, or a window's key) is looked up each time. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+	struct uroce_mr *mr;
+	uint32_t rkey;
+	uint32_t epoch;
+} rkey_cache;
+
 enum uroce_rc_err uroce_rc_remote_ptr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
 				      unsigned need_access, uint8_t **out)
 {
-	struct uroce_mr *mr = uroce_key_lookup(rkey, UROCE_KEY_MR);
+	uint32_t e = uroce_mem_epoch();   /* before the lookup, as uroce_rc_local_ptr */
+	struct uroce_mr *mr;
 	uint64_t base, size;
+
+	if (rkey_cache.mr && rkey_cache.rkey == rkey && rkey_cache.epoch == e) {
+		mr = rkey_cache.mr;
+	} else {
+		mr = uroce_key_lookup(rkey, UROCE_KEY_MR);
+		if (mr) {
+			rkey_cache.mr = mr;
+			rkey_cache.rkey = rkey;
+			rkey_cache.epoch = e;
+		}
+	}
 	unsigned access;
 
 	if ((qp->attr.qp_access_flags & need_access) != need_access)
