@@ -49,12 +49,12 @@ uint32_t uroce_netio_icrc_pre(uint32_t pre, const struct iovec *iov, unsigned io
 		return 0;
 	/* A small packet (an ACK, a short SEND or WRITE: three or four pieces) is gathered
 	 * and CRC'd in one call: ISA-L costs about the same per call up to 64 bytes, more
-	 * below 16 (src/wire/icrc.c, icrc_of).  A larger one: its first 32 bytes (the BTH,
-	 * which may straddle pieces, and what follows) from a masked copy, then the rest in
-	 * place. */
+	 * below 16 (src/wire/icrc.c, icrc_of).  A larger one: its BTH (which may straddle
+	 * pieces) from a masked copy, then the rest in place, from right after the BTH: a
+	 * payload of whole 64-byte blocks in one call (icrc_of says why). */
 	n = len - UROCE_ICRC_LEN;
 	if (n > UROCE_ICRC_SMALL)
-		n = 32;
+		n = UROCE_BTH_LEN;
 	gather_head(iov, iovcnt, n, head);
 	head[4] = 0xFF;                                 /* BTH byte 4 */
 	crc = uroce_crc32(pre, head, n);

@@ -244,8 +244,11 @@ uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const 
 
 /* The ICRC of a contiguous packet (@len >= MIN_PKT) for @ip_id.  ISA-L costs about the
  * same per call for any length up to 64 bytes (50-80 instructions, more below 16), so a
- * small packet is CRC'd in one call from a masked copy, a larger one in two: its first 32
- * bytes from a masked copy, then the rest in place. */
+ * small packet is CRC'd in one call from a masked copy.  A larger one in two: its masked
+ * BTH, then the rest in place -- from right after the BTH, where a payload of whole
+ * 64-byte blocks leaves ISA-L no tail to finish byte by byte: a 4 KiB packet's ICRC ran at
+ * 33.6 GB/s with the first 16, 32, 48 or 64 bytes in the first call, 40.4 with 12
+ * (icrc_bench). */
 static uint32_t icrc_of(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *pkt,
 			size_t len)
 {
@@ -258,14 +261,8 @@ static uint32_t icrc_of(const struct uroce_icrc_addr *a, uint16_t ip_id, const u
 		b[4] = 0xFF;                            /* BTH byte 4 */
 		return uroce_crc32(uroce_icrc_pre(a, ip_id, len), b, n);
 	}
-	{
-		uint8_t b[32];
-
-		memcpy(b, pkt, sizeof(b));
-		b[4] = 0xFF;                            /* BTH byte 4 */
-		return uroce_crc32(uroce_crc32(uroce_icrc_pre(a, ip_id, len), b, sizeof(b)),
-				   pkt + sizeof(b), n - sizeof(b));
-	}
+	return uroce_crc32(uroce_icrc_head(a, ip_id, pkt, len), pkt + UROCE_BTH_LEN,
+			   n - UROCE_BTH_LEN);
 }
 
 uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len)
