@@ -25,17 +25,6 @@ static bool gid_v4mapped(const uint8_t *g)
 	return !memcmp(g, prefix, sizeof(prefix));
 }
 
-static uint16_t ipv4_csum(const uint8_t *h)
-{
-	uint32_t s = 0;
-
-	for (int i = 0; i < 20; i += 2)
-		s += (uint32_t)h[i] << 8 | h[i + 1];
-	while (s >> 16)
-		s = (s & 0xFFFF) + (s >> 16);
-	return (uint16_t)~s;
-}
-
 void uroce_ud_grh_area(const struct uroce_rxpkt *p, uint8_t out[UROCE_UD_GRH_LEN])
 {
 	memset(out, 0, UROCE_UD_GRH_LEN);
@@ -56,7 +45,7 @@ void uroce_ud_grh_area(const struct uroce_rxpkt *p, uint8_t out[UROCE_UD_GRH_LEN
 		h[9] = IPPROTO_UDP;
 		memcpy(h + 12, p->src.gid + 12, 4);
 		memcpy(h + 16, p->dgid + 12, 4);
-		uroce_put_be16(h + 10, ipv4_csum(h));
+		uroce_put_be16(h + 10, uroce_ipv4_csum(h));
 		return;
 	}
 	/* IPv6: the IPv6 header is the GRH (IBA 8.3): version 6, traffic class, flow label,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "verbs/verbs.h"
+#include "wire/wire.h"
 
 static bool gid_is_v4mapped(const uint8_t *g)
 {
@@ -63,18 +64,6 @@ int uroce_ah_destroy(struct uroce_ah *ah)
 	return 0;
 }
 
-/* RFC 1071 checksum over the 20-byte IPv4 header; 0 when it verifies. */
-static uint16_t ipv4_csum(const uint8_t *h)
-{
-	uint32_t sum = 0;
-
-	for (int i = 0; i < 20; i += 2)
-		sum += (uint32_t)h[i] << 8 | h[i + 1];
-	while (sum >> 16)
-		sum = (sum & 0xFFFF) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 /* Which header the 40-byte area holds: 4 (IPv4 in bytes 20..39), 6 (a GRH /
  * IPv6 header) or -1.  An IPv6 header whose bytes 20.. happen to look like an
  * IPv4 header is told apart by the IPv4 header checksum. */
@@ -85,7 +74,7 @@ static int grh_version(const uint8_t *g)
 
 	if ((g[0] >> 4) != 6)
 		return v4 ? 4 : -1;
-	return v4 && ipv4_csum(ip4) == 0 ? 4 : 6;
+	return v4 && uroce_ipv4_csum(ip4) == 0 ? 4 : 6;
 }
 
 int uroce_ah_attr_from_wc(struct uroce_context *ctx, uint8_t port, const struct ibv_wc *wc,

@@ -88,6 +88,20 @@ static inline void uroce_put_le32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)(v >> 24);
 }
 
+/* RFC 1071 checksum of a 20-byte IPv4 header (the RoCEv2-over-IPv4 header a UD receive's
+ * GRH area holds, Annex A17.4.5.1): the value to store in bytes 10-11 when they are 0, and
+ * 0 over a header whose checksum verifies. */
+static inline uint16_t uroce_ipv4_csum(const uint8_t *h)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; i < 20; i += 2)
+		sum += (uint32_t)h[i] << 8 | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xFFFF) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
 /* ---------------------------------------------------------------------------
  * Wire layouts.  Sizes are fixed by IBA 9.2 and 9.3; asserted below.
  */
