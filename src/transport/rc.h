@@ -122,6 +122,7 @@ struct uroce_rc_stats {
 	uint64_t read_replays;
 	uint64_t drops[UROCE_RC_DROP_NUM];
 	uint64_t credit_waits;                   /* the requester waited for budget (io.credit_take) */
+	uint64_t tx_runs;                        /* MIDDLE packets built in runs (rc_req.c burst_middle) */
 };
 
 /* ---- the per-QP engine state ---- */
@@ -276,6 +277,8 @@ struct uroce_rc {
 	struct uroce_rc_res *res;        /* responder resources, nres entries (power of two) */
 	uint32_t nres, res_next;
 	uint8_t *scratch;                /* packet build buffer, UROCE_RC_MAX_PKT */
+	bool burst;                      /* MIDDLE packets in runs (rc_req.c burst_middle);
+					  * UROCE_RC_BURST=0 turns it off */
 
 	bool uc_drop_msg;                /* UC responder: dropping until the next FIRST/ONLY (uc.c) */
 	enum uroce_rc_err pending_err;   /* raised after qp->lock is dropped */

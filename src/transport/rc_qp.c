@@ -180,6 +180,11 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 	}
 	rc->qp = qp;
 	rc->io = *io;
+	{
+		const char *v = getenv("UROCE_RC_BURST");
+
+		rc->burst = !v || *v != '0';
+	}
 	rc->mtu = mtu_bytes(qp->attr.path_mtu);
 	rc->resp_psn = qp->attr.rq_psn;
 	rc->msn = 0;
@@ -210,8 +215,8 @@ static void print_stats(const struct uroce_qp *qp, const struct uroce_rc_stats *
 		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%llu", uroce_rc_drop_name(i),
 			      (unsigned long long)s->drops[i]);
 	if (n > 0 && (size_t)n < sizeof(line))
-		n += snprintf(line + n, sizeof(line) - (size_t)n, " credit_waits %llu",
-			      (unsigned long long)s->credit_waits);
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " credit_waits %llu tx_runs %llu",
+			      (unsigned long long)s->credit_waits, (unsigned long long)s->tx_runs);
 	if (n > 0 && (size_t)n < sizeof(line) - 1) {
 		line[n++] = '\n';
 		line[n] = 0;

@@ -35,7 +35,7 @@ static void decode_bth(const uint8_t *b, struct uroce_bth *h)
 	h->psn = uroce_get_be24(b + 9);
 }
 
-static void encode_bth(uint8_t *b, const struct uroce_bth *h)
+void uroce_bth_put(uint8_t *b, const struct uroce_bth *h)
 {
 	b[0] = h->opcode;
 	b[1] = (uint8_t)((h->se ? UROCE_BTH_SE : 0) | (h->mig ? UROCE_BTH_MIG : 0) |
@@ -176,7 +176,7 @@ long uroce_pkt_build_hdrs(uint8_t *buf, size_t cap, const struct uroce_pkt *p)
 		return -EINVAL;
 	if (cap < op->length)
 		return -ENOSPC;
-	encode_bth(buf, &p->bth);
+	uroce_bth_put(buf, &p->bth);
 	encode_eths(buf, op, p);
 	return op->length;
 }

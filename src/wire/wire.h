@@ -512,6 +512,11 @@ void uroce_pkt_decode(const uint8_t *buf, size_t len, struct uroce_pkt *p);
  */
 long uroce_pkt_build_hdrs(uint8_t *buf, size_t cap, const struct uroce_pkt *p);
 
+/* Write the 12-byte BTH @h at @buf (IBA 9.2), as uroce_pkt_build_hdrs writes it: for a
+ * sender that builds a run of packets whose only header is the BTH (the MIDDLE packets
+ * of a message) from one template. */
+void uroce_bth_put(uint8_t *buf, const struct uroce_bth *h);
+
 /*
  * Write a whole packet: headers (as uroce_pkt_build_hdrs), p->payload_len bytes
  * from p->payload, p->bth.padcnt pad bytes from p->pad, and p->icrc little-endian.

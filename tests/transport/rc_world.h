@@ -156,6 +156,29 @@ static int world_xmit(void *arg, struct uroce_qp *qp, uint8_t *pkt, size_t len)
 	return 1;
 }
 
+/* io.xmitv (world_opts.xmitv): the engine's gather interface, as engine.c binds it, so that
+ * what the requester builds only through it (rc_req.c burst_middle) runs here too. */
+static int world_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t hlen,
+		       const struct iovec *data, unsigned ndata, const uint8_t *tail, size_t tlen)
+{
+	uint8_t pkt[UROCE_RC_MAX_PKT + 64];
+	size_t len = 0;
+
+	if (hlen + tlen > sizeof(pkt))
+		abort();
+	memcpy(pkt, hdr, hlen);
+	len += hlen;
+	for (unsigned i = 0; i < ndata; i++) {
+		if (len + data[i].iov_len + tlen > sizeof(pkt))
+			abort();
+		memcpy(pkt + len, data[i].iov_base, data[i].iov_len);
+		len += data[i].iov_len;
+	}
+	memcpy(pkt + len, tail, tlen);
+	len += tlen;
+	return world_xmit(arg, qp, pkt, len);
+}
+
 static inline void world_deliver(struct world *w, struct wpkt *p)
 {
 	struct uroce_qp *qp = w->qp[p->to];
@@ -204,6 +227,7 @@ struct world_opts {
 	uint8_t max_rd_atomic;
 	uint32_t psn0;                 /* initial PSN of both directions */
 	bool srq_b;                    /* qp[1] receives from an SRQ */
+	bool xmitv;                    /* bind io.xmitv too (world_xmitv), as engine.c does */
 };
 
 static struct uroce_srq *world_srq;
@@ -239,7 +263,8 @@ static inline void world_init(struct world *w, const struct world_opts *o, const
 		abort();
 	for (int i = 0; i < 2; i++) {
 		struct uroce_qp *qp = w->qp[i];
-		struct uroce_rc_io io = { .xmit = world_xmit, .arg = w };
+		struct uroce_rc_io io = { .xmit = world_xmit, .xmitv = o->xmitv ? world_xmitv : NULL,
+					  .arg = w };
 
 		qp->attr.qp_state = IBV_QPS_RTS;
 		qp->qpx.qp_base.state = IBV_QPS_RTS;

@@ -9,6 +9,11 @@
 
 #define BUF (4u << 20)
 
+/* Bind io.xmitv in the worlds of test_ops, test_lossy and test_credits (main runs them both
+ * ways): the requester builds a message's MIDDLE packets in runs only through it
+ * (rc_req.c burst_middle). */
+static bool opt_xmitv;
+
 struct mem {
 	uint8_t *a, *b;                /* qp[0]'s and qp[1]'s memory */
 	struct uroce_mr *ma, *mb;
@@ -118,7 +123,7 @@ static void test_ops(uint32_t psn0, enum ibv_mtu mtu)
 {
 	static const uint32_t sizes[] = { 0, 1, 1023, 1024, 1025, 4096, 65536, 1048576, 3000000 };
 	struct world_opts o = { .mtu = mtu, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-				.min_rnr_timer = 1, .psn0 = psn0 };
+				.min_rnr_timer = 1, .psn0 = psn0, .xmitv = opt_xmitv };
 	struct world w;
 	struct mem m;
 	struct ibv_wc wc;
@@ -463,7 +468,7 @@ static void test_fatal_naks(void)
 static void test_lossy(const char *fault, size_t total, unsigned natomics)
 {
 	struct world_opts o = { .timeout = 10, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 1,
-				.psn0 = 0xFFF000, .max_rd_atomic = 8 };
+				.psn0 = 0xFFF000, .max_rd_atomic = 8, .xmitv = opt_xmitv };
 	struct world w;
 	struct mem m;
 	struct ibv_wc wc;
@@ -1656,7 +1661,7 @@ static void mock_give(void *arg, uint32_t bytes)
 
 static void credits_world(struct world *w, struct mem *m, const char *fault)
 {
-	struct world_opts o = { .timeout = 10, .retry_cnt = 7, .rnr_retry = 7 };
+	struct world_opts o = { .timeout = 10, .retry_cnt = 7, .rnr_retry = 7, .xmitv = opt_xmitv };
 
 	world_init(w, &o, fault);
 	mem_init(w, m);
@@ -1730,6 +1735,129 @@ static void test_credits(void)
 	CHECK(cr_free == CR_BUDGET && !cr_over, "after detach: all returned, none twice");
 }
 
+/* ---- MIDDLE packets in runs (rc_req.c burst_middle) are those of the state machine ----
+ * The same messages (SEND, SEND with immediate, WRITE, WRITE with immediate; one SGE, and two,
+ * which the run does not take) at three MTUs, sizes around the 64-packet AckReq and beyond the
+ * 128-PSN window, with UROCE_RC_BURST=0 and =1: every request packet qp[0] sends must be the
+ * same, byte for byte and in the same order, and the run must have been taken. */
+struct burst_log {
+	size_t n, bytes, cap;
+	uint8_t *buf;
+	size_t *len;
+	uint64_t b_base;               /* the target buffer of this run's WRITEs */
+};
+
+static void burst_sniff(struct world *w, int to, const uint8_t *buf, size_t len)
+{
+	struct burst_log *l = w->sniff_arg;
+
+	if (to != 1)
+		return;
+	if (l->n % 1024 == 0)
+		l->len = realloc(l->len, (l->n + 1024) * sizeof(*l->len));
+	if (l->bytes + len > l->cap) {
+		l->cap = (l->bytes + len) * 2;
+		l->buf = realloc(l->buf, l->cap);
+	}
+	memcpy(l->buf + l->bytes, buf, len);
+	/* What differs between the two runs' worlds whatever the packets: the target buffer's
+	 * address and R_Key in a WRITE's RETH, and so the ICRC.  Made relative / cleared. */
+	if (len >= 28 && (buf[0] == UROCE_OP_WRITE_FIRST || buf[0] == UROCE_OP_WRITE_ONLY ||
+			  buf[0] == UROCE_OP_WRITE_ONLY_IMM)) {
+		uroce_put_be64(l->buf + l->bytes + 12, uroce_get_be64(buf + 12) - l->b_base);
+		uroce_put_be32(l->buf + l->bytes + 20, 0);
+	}
+	memset(l->buf + l->bytes + len - UROCE_ICRC_LEN, 0, UROCE_ICRC_LEN);
+	l->bytes += len;
+	l->len[l->n++] = len;
+}
+
+static uint64_t burst_run(enum ibv_mtu mtu, bool burst, struct burst_log *l, uint64_t *runs)
+{
+	struct world_opts o = { .mtu = mtu, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+				.min_rnr_timer = 1, .psn0 = 0xFFFFC0, .xmitv = true };
+	const uint32_t m_ = 128u << mtu;
+	const uint32_t sizes[] = { m_ + 1, 3 * m_, 64 * m_, 70 * m_ + 3, 200 * m_ };
+	const enum ibv_wr_opcode ops[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+					   IBV_WR_RDMA_WRITE_WITH_IMM };
+	struct world w;
+	struct mem m;
+	struct ibv_wc wc;
+	uint64_t id = 0, tx;
+
+	setenv("UROCE_RC_BURST", burst ? "1" : "0", 1);
+	world_init(&w, &o, NULL);
+	unsetenv("UROCE_RC_BURST");
+	mem_init(&w, &m);
+	w.sniff = burst_sniff;
+	w.sniff_arg = l;
+	l->b_base = (uintptr_t)m.b;
+	fill(m.a, BUF, 7);
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (unsigned op = 0; op < 4; op++)
+			for (int nsge = 1; nsge <= 2; nsge++) {
+				uint32_t n = sizes[k];
+				struct ibv_sge s[2] = { { (uintptr_t)m.a, n, m.ma->mr.lkey },
+							{ (uintptr_t)m.a + n, 0, m.ma->mr.lkey } };
+				struct ibv_sge r = { (uintptr_t)m.b, BUF, m.mb->mr.lkey };
+				bool recv = ops[op] != IBV_WR_RDMA_WRITE;
+
+				if (nsge == 2) {      /* the same bytes in two pieces */
+					s[0].length = n / 2;
+					s[1] = (struct ibv_sge){ (uintptr_t)m.a + n / 2, n - n / 2,
+								 m.ma->mr.lkey };
+				}
+				if (recv)
+					CHECK(post_recv(&w, 1, id, &r, 1) == 0, "recv");
+				CHECK(post(&w, 0, ops[op], id, s, nsge, IBV_SEND_SIGNALED,
+					   (uintptr_t)m.b, m.mb->mr.rkey, 0, 0) == 0, "post");
+				CHECK(wait_wc(&w, 0, &wc) && wc.status == IBV_WC_SUCCESS && wc.wr_id == id,
+				      "burst %d mtu %u: %u bytes, op %d, %d SGEs", burst, m_, n, ops[op], nsge);
+				if (recv)
+					CHECK(wait_wc(&w, 1, &wc) && wc.status == IBV_WC_SUCCESS, "recv wc");
+				CHECK(!memcmp(m.a, m.b, n), "data");
+				id++;
+			}
+	tx = uroce_rc_of(w.qp[0])->st.tx_packets;
+	*runs = uroce_rc_of(w.qp[0])->st.tx_runs;
+	mem_fini(&m);
+	world_fini(&w);
+	return tx;
+}
+
+static void test_burst(void)
+{
+	const enum ibv_mtu mtus[] = { IBV_MTU_256, IBV_MTU_1024, IBV_MTU_4096 };
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct burst_log a = { 0 }, b = { 0 };
+		uint64_t ra, rb, ta = burst_run(mtus[i], false, &a, &ra), tb = burst_run(mtus[i], true, &b, &rb);
+		size_t first_diff = SIZE_MAX;
+
+		for (size_t k = 0, off = 0; k < a.n && k < b.n; off += a.len[k], k++)
+			if (a.len[k] != b.len[k] || memcmp(a.buf + off, b.buf + off, a.len[k])) {
+				first_diff = k;
+				fprintf(stderr, "burst: packet #%zu differs (%zu and %zu bytes):\n", k,
+					a.len[k], b.len[k]);
+				for (size_t j = 0; j < 32 && j < a.len[k] && j < b.len[k]; j++)
+					fprintf(stderr, "%02x/%02x%s", a.buf[off + j], b.buf[off + j],
+						j % 8 == 7 ? "\n" : " ");
+				break;
+			}
+		CHECK(a.n == b.n && ta == tb && first_diff == SIZE_MAX,
+		      "mtu %u: %zu packets by the state machine, %zu in runs; first difference at #%zu",
+		      128u << mtus[i], a.n, b.n, first_diff);
+		CHECK(a.n > 1000, "mtu %u: %zu packets", 128u << mtus[i], a.n);
+		CHECK(ra == 0 && rb > a.n / 4, "mtu %u: %llu of %zu packets built in runs (%llu with "
+		      "UROCE_RC_BURST=0)", 128u << mtus[i], (unsigned long long)rb, b.n,
+		      (unsigned long long)ra);
+		free(a.buf);
+		free(a.len);
+		free(b.buf);
+		free(b.len);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	size_t lossy_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
@@ -1763,5 +1891,13 @@ int main(int argc, char **argv)
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
+	test_burst();
+	/* Again with io.xmitv, as engine.c binds it: MIDDLE packets in runs, under loss too. */
+	opt_xmitv = true;
+	test_ops(0, IBV_MTU_1024);
+	test_ops(0xFFFFF0, IBV_MTU_4096);
+	test_credits();
+	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=3", 16u << 20, 4000);
+	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=4", 8u << 20, 4000);
 	return check_summary();
 }
