@@ -31,6 +31,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "transport/copy.h"
 #include "transport/netio.h"
 #include "transport/rc.h"
 #include "transport/shm.h"
@@ -1360,7 +1361,7 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 		     const struct iovec *data, unsigned ndata, const uint8_t *tail, size_t tlen)
 {
 	struct engine_qp *eq = arg;
-	struct uroce_txpkt t = { .iovcnt = 0 };
+	struct uroce_txpkt one, *t = &one;
 	uint8_t buf[ENG_HDR_MAX + ENG_TAIL_MAX], *slot = buf, *tslot = buf + ENG_HDR_MAX;
 	bool batch = eq->corked;
 
@@ -1372,24 +1373,26 @@ static int eng_xmitv(void *arg, struct uroce_qp *qp, const uint8_t *hdr, size_t 
 			eng_flush(eq);
 		slot = slot_at(eq, eq->nbatch);
 		tslot = slot_at(eq, eq->nbatch + 1) - tlen;   /* right before the next headers */
+		t = &eq->pk[eq->nbatch];                      /* built where it is kept */
 	}
 	/* Headers and tail into the slots (netio writes the ICRC into the tail); the payload
 	 * is read from where it is, by the ICRC and by the kernel's copy. */
-	memcpy(slot, hdr, hlen);
-	memcpy(tslot, tail, tlen);
-	t.iov[t.iovcnt++] = (struct iovec){ slot, hlen };
-	t.len = hlen + tlen;
+	uroce_copy_small(slot, hdr, hlen);
+	uroce_copy_small(tslot, tail, tlen);
+	t->iov[0] = (struct iovec){ slot, hlen };
+	t->iovcnt = 1;
+	t->len = hlen + tlen;
 	for (unsigned i = 0; i < ndata; i++) {
-		t.iov[t.iovcnt++] = data[i];
-		t.len += data[i].iov_len;
+		t->iov[t->iovcnt++] = data[i];
+		t->len += data[i].iov_len;
 	}
-	t.iov[t.iovcnt++] = (struct iovec){ tslot, tlen };
+	t->iov[t->iovcnt++] = (struct iovec){ tslot, tlen };
 	if (batch) {
-		eq->pk[eq->nbatch++] = t;
+		eq->nbatch++;
 		return 1;
 	}
 	eng_flush(eq);   /* parked packets (autocork) go first: PSN order */
-	return eq_send(eq, &t, 1);
+	return eq_send(eq, t, 1);
 }
 
 /* io.flush: the batch leaves now (the responder is about to overwrite memory that READ

@@ -1028,8 +1028,8 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 				pi++;
 				pn--;
 			}
-			memcpy(iov + iovcnt, pi, pn * sizeof(*iov));
-			iovcnt += pn;
+			for (unsigned j = 0; j < pn; j++)   /* at most 4: no memcpy call */
+				iov[iovcnt++] = pi[j];
 			bytes += p->len;
 			cnt++;
 			if (p->len < seg)

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "transport/copy.h"
 #include "transport/netio.h"
 
 /* Copy the packet's first @n bytes out of its pieces into @dst. */
@@ -24,7 +25,7 @@ static void gather_head(const struct iovec *iov, unsigned iovcnt, size_t n, uint
 	for (unsigned i = 0; i < iovcnt && n; i++) {
 		size_t k = iov[i].iov_len < n ? iov[i].iov_len : n;
 
-		memcpy(dst, iov[i].iov_base, k);
+		uroce_copy_small(dst, iov[i].iov_base, k);
 		dst += k;
 		n -= k;
 	}
