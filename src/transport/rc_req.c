@@ -336,8 +336,8 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
  * template: they differ from each other only in PSN and AckReq, so the state machine's
  * walk, the header encoding by table and the SGE resolution per packet (about 40% of a
  * 64 KiB WRITE's instructions outside the ICRC at MTU 1024) are paid once per run.  The
- * packets are those build_one would have built, byte for byte (transport_rc_unit's burst
- * check compares both).  Where a check fails -- the window, a busy link, credits not yet
+ * packets are those build_one would have built, byte for byte (transport_rc's burst check
+ * compares both).  Where a check fails -- the window, a busy link, credits not yet
  * held, a message in several SGEs or inline -- it stops and the state machine goes on as
  * before, with the same checks and their side effects (timers, credit reservations). */
 static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const struct uroce_rc_swqe *sw)
