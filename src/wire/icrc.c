@@ -155,9 +155,17 @@ static pthread_key_t memo_key;
 static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
 static bool memo_key_ok;
 
+/* At the thread's exit: the pointer goes too, so that an ICRC computed later in the exit
+ * (another key's destructor) allocates again rather than use freed memory. */
+static void memo_free(void *p)
+{
+	pre_memo_of = NULL;
+	free(p);
+}
+
 static void memo_key_init(void)
 {
-	memo_key_ok = pthread_key_create(&memo_key, free) == 0;
+	memo_key_ok = pthread_key_create(&memo_key, memo_free) == 0;
 }
 
 static struct pre_memo *memo_get(void)
