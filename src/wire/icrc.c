@@ -130,8 +130,16 @@ static size_t put_pre(uint8_t *pre, const struct uroce_icrc_addr *a, size_t len)
 	return n + UDP_HLEN;
 }
 
-#define PRE_MEMO_BITS 4
-#define PRE_MEMO (1u << PRE_MEMO_BITS)  /* per thread: a stream's lengths, both directions */
+/* 16 sets of 2 ways.  A ping-pong's thread uses four keys (two lengths each way), a stream
+ * a few more.  The first memo was direct-mapped, 16 entries, and in about a third of the
+ * runs two of a ping-pong's keys shared an entry and evicted each other at every packet
+ * (the UDP source ports, in the key, change from run to run): bench/instr.sh then counted
+ * 121 or 242 more instructions a hop, all in pre_fill.  Two ways keep any two keys of a
+ * set; three of four keys in one set is left to chance (1.5% of runs).  Four ways cost 21
+ * more instructions a hop, two ways 8, on the hits. */
+#define PRE_MEMO_SET_BITS 4
+#define PRE_MEMO_WAYS 2
+#define PRE_MEMO ((1u << PRE_MEMO_SET_BITS) * PRE_MEMO_WAYS)
 
 /* A memo key: the addresses as 16 bytes each (an IPv4 one in the first 4, the rest 0),
  * the ports, the family and the length, compared as words. */
@@ -146,11 +154,18 @@ struct pre_memo {
 	uint32_t crc;
 };
 
+/* A thread's memo: the entries, and the way each set replaces next (round robin). */
+struct pre_memo_block {
+	struct pre_memo e[PRE_MEMO];
+	uint8_t next[1u << PRE_MEMO_SET_BITS];
+	unsigned long misses;   /* for the tests (uroce_icrc_memo_misses) */
+};
+
 /* Each thread's memo is allocated at its first use and freed when it exits (memo_key's
- * destructor): 900 bytes of thread-local storage would take most of the static TLS that
+ * destructor): 2 KiB of thread-local storage would take most of the static TLS that
  * glibc keeps for libraries loaded with dlopen (UCX loads its verbs transport that way),
  * and a dlopen that finds too little fails.  So only the pointer is initial-exec. */
-static __thread __attribute__((tls_model("initial-exec"))) struct pre_memo *pre_memo_of;
+static __thread __attribute__((tls_model("initial-exec"))) struct pre_memo_block *pre_memo_of;
 static pthread_key_t memo_key;
 static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
 static bool memo_key_ok;
@@ -168,19 +183,24 @@ static void memo_key_init(void)
 	memo_key_ok = pthread_key_create(&memo_key, memo_free) == 0;
 }
 
-static struct pre_memo *memo_get(void)
+static struct pre_memo_block *memo_get(void)
 {
 	if (!pre_memo_of) {
 		pthread_once(&memo_once, memo_key_init);
 		if (!memo_key_ok)
 			return NULL;
-		pre_memo_of = calloc(PRE_MEMO, sizeof(*pre_memo_of));
+		pre_memo_of = calloc(1, sizeof(*pre_memo_of));
 		if (pre_memo_of && pthread_setspecific(memo_key, pre_memo_of)) {
 			free(pre_memo_of);
 			pre_memo_of = NULL;
 		}
 	}
 	return pre_memo_of;
+}
+
+unsigned long uroce_icrc_memo_misses(void)
+{
+	return pre_memo_of ? pre_memo_of->misses : 0;
 }
 
 /* A memo miss (or no memo, @m NULL): compute and remember (apart, so the hit path has no
@@ -204,8 +224,10 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 	struct pre_key k = { .x = (uint64_t)(uint32_t)len | (uint64_t)a->sport << 32 |
 				  (uint64_t)a->dport << 48,
 			     .family = (uint64_t)(unsigned)a->family };
-	struct pre_memo *m = memo_get();
+	struct pre_memo_block *b = memo_get();
+	struct pre_memo *set;
 	uint64_t h;
+	unsigned set_no;
 
 	if (a->family == AF_INET6) {
 		memcpy(&k.w[0], a->src.v6.s6_addr, 16);
@@ -218,14 +240,20 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 		memcpy(&v, &a->dst.v4, 4);
 		k.w[2] = v;
 	}
-	if (!m)
+	if (!b)
 		return pre_fill(NULL, &k, a, len);
 	h = (k.x ^ k.w[0] ^ k.w[1] * 3 ^ k.w[2] * 5 ^ k.w[3] * 7) * 0x9E3779B97F4A7C15ull;
-	m += h >> (64 - PRE_MEMO_BITS);
-	if (m->k.x == k.x && m->k.w[0] == k.w[0] && m->k.w[2] == k.w[2] && m->k.w[1] == k.w[1] &&
-	    m->k.w[3] == k.w[3] && m->k.family == k.family)
-		return m->crc;
-	return pre_fill(m, &k, a, len);
+	set_no = (unsigned)(h >> (64 - PRE_MEMO_SET_BITS));
+	set = &b->e[set_no * PRE_MEMO_WAYS];
+	for (unsigned w = 0; w < PRE_MEMO_WAYS; w++) {
+		struct pre_memo *m = &set[w];
+
+		if (m->k.x == k.x && m->k.w[0] == k.w[0] && m->k.w[2] == k.w[2] &&
+		    m->k.w[1] == k.w[1] && m->k.w[3] == k.w[3] && m->k.family == k.family)
+			return m->crc;
+	}
+	b->misses++;
+	return pre_fill(&set[b->next[set_no]++ % PRE_MEMO_WAYS], &k, a, len);
 }
 
 uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id)

@@ -202,4 +202,8 @@ int uroce_icrc_frame(int family, const uint8_t *ip, size_t ip_len, const uint8_t
 bool uroce_icrc_frame_ok(int family, const uint8_t *ip, size_t ip_len, const uint8_t *udp,
 			 const uint8_t *pkt, size_t len);
 
+/* Pseudo-header memo misses of the calling thread so far (tests: the memo keeps what a
+ * stream uses; 0 before the thread's first ICRC). */
+unsigned long uroce_icrc_memo_misses(void);
+
 #endif

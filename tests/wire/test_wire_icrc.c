@@ -167,6 +167,37 @@ static void test_prefix_memo_and_ids(void **state)
 	}
 }
 
+/* The memo keeps any two keys together: after their first use, alternating between them
+ * never misses (a direct-mapped memo evicts one by the other whenever they share an entry:
+ * about one pair in 16, so most of the 400 pairs here would find one). */
+static void test_prefix_memo_keeps_pairs(void **state)
+{
+	struct uroce_icrc_addr a, b;
+	struct uroce_frame_addr fa;
+	unsigned long m0;
+
+	(void)state;
+	m0 = uroce_icrc_memo_misses();
+	fill_addr(AF_INET, &a, &fa);
+	(void)uroce_icrc_pre(&a, 0, 100);
+	assert_true(uroce_icrc_memo_misses() == m0 + 1);   /* a new key is a miss */
+	for (int pair = 0; pair < 400; pair++) {
+		size_t la = 16 + 4 * (rnd() % 500), lb = 16 + 4 * (rnd() % 500);
+		unsigned long m;
+
+		fill_addr(pair % 3 ? AF_INET : AF_INET6, &a, &fa);
+		fill_addr(pair % 3 ? AF_INET : AF_INET6, &b, &fa);
+		(void)uroce_icrc_pre(&a, 0, la);
+		(void)uroce_icrc_pre(&b, 0, lb);
+		m = uroce_icrc_memo_misses();
+		for (int i = 0; i < 8; i++) {
+			assert_int_equal(uroce_icrc_pre(&a, 0, la), uroce_icrc_pre(&a, 0, la));
+			(void)uroce_icrc_pre(&b, (uint16_t)i, lb);
+		}
+		assert_true(uroce_icrc_memo_misses() == m);
+	}
+}
+
 /* Build an IPv4 frame with a given Identification (and DF or not), put the
  * ICRC computed over that real header into it, return the UDP payload. */
 static void sender_with_id(struct uroce_icrc_addr *ia, uint8_t *pkt, size_t len, uint16_t id, int df)
@@ -351,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_crc32_is_zlib),
 		cmocka_unit_test(test_compute_matches_reference),
 		cmocka_unit_test(test_prefix_memo_and_ids),
+		cmocka_unit_test(test_prefix_memo_keeps_pairs),
 		cmocka_unit_test(test_unknown_id_recovered),
 		cmocka_unit_test(test_df_clear),
 		cmocka_unit_test(test_ipv6_full_check),
