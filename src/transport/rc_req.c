@@ -165,13 +165,39 @@ void uroce_rc_credit_sync(struct uroce_rc *rc, bool all)
 	}
 }
 
+/* The packet at @psn is inside the credits this QP holds. */
+static bool credit_held(const struct uroce_rc *rc, uint32_t psn)
+{
+	return rc->cr_held && psn_before(psn, rc->cr_psn);
+}
+
+/* Whether the packet at @psn asks for an ACK (IBA 9.7.6.1.1 leaves the choice to the
+ * requester): a message's @last packet, every UROCE_RC_MAX_PKT_PER_ACK-th, and the last
+ * one the held credits cover (a run's end), so that what they cover comes back. */
+static bool ackreq_for(struct uroce_rc *rc, uint32_t psn, bool last)
+{
+	if (++rc->noack_pkts < UROCE_RC_MAX_PKT_PER_ACK && !last &&
+	    !(rc->cr_held && psn_add(psn, 1) == rc->cr_psn))
+		return false;
+	rc->noack_pkts = 0;
+	return true;
+}
+
+/* The counters of a request packet at @psn with @n payload bytes, sent now. */
+static void count_tx(struct uroce_rc *rc, uint32_t psn, uint32_t n)
+{
+	if (psn_before(psn, rc->high_psn))
+		rc->st.retransmissions++;
+	rc->st.tx_bytes += n;
+}
+
 /* Credits for the packet at @next: held already, or reserved now.  False: wait. */
 static bool credit_for(struct uroce_rc *rc, uint32_t next, const struct uroce_wqe *w,
 		       const struct uroce_rc_swqe *sw)
 {
 	uint32_t n;
 
-	if (rc->cr_held && psn_before(next, rc->cr_psn))
+	if (credit_held(rc, next))
 		return true;
 	uroce_rc_credit_sync(rc, false);
 	n = credit_run(rc, w, sw);
@@ -275,12 +301,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		break;
 	}
 	p.bth.psn = psn;
-	rc->noack_pkts++;
-	if (last || rc->noack_pkts >= UROCE_RC_MAX_PKT_PER_ACK ||
-	    (rc->cr_held && psn_add(psn, 1) == rc->cr_psn)) {   /* a run's end (credits) */
-		p.bth.ackreq = true;
-		rc->noack_pkts = 0;
-	}
+	p.bth.ackreq = ackreq_for(rc, psn, last);
 	len = uroce_rc_build(rc, &p, n, &pl);
 	if (!len) {
 		local_error(rc, idx, UROCE_RC_ERR_LOC_QP_OP);
@@ -305,9 +326,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 			}
 		}
 	}
-	if (psn_before(psn, rc->high_psn))
-		rc->st.retransmissions++;
-	rc->st.tx_bytes += n;
+	count_tx(rc, psn, n);
 	if (ndata > 0)
 		uroce_rc_xmit_pieces(rc, len, n, data, (unsigned)ndata);
 	else
@@ -368,18 +387,12 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 
 		if (psn_dist(rc->comp_psn, psn) >= UROCE_RC_MAX_UNACKED_PSNS ||
 		    (rc->io.busy && rc->io.busy(rc->io.arg)) ||
-		    (rc->io.credit_take && !(rc->cr_held && psn_before(psn, rc->cr_psn))))
+		    (rc->io.credit_take && !credit_held(rc, psn)))
 			break;
 		bth.psn = psn;
-		rc->noack_pkts++;
-		bth.ackreq = rc->noack_pkts >= UROCE_RC_MAX_PKT_PER_ACK ||
-			     (rc->cr_held && psn_add(psn, 1) == rc->cr_psn);
-		if (bth.ackreq)
-			rc->noack_pkts = 0;
+		bth.ackreq = ackreq_for(rc, psn, false);
 		uroce_bth_put(hdr, &bth);
-		if (psn_before(psn, rc->high_psn))
-			rc->st.retransmissions++;
-		rc->st.tx_bytes += mtu;
+		count_tx(rc, psn, mtu);
 		ret = rc->io.xmitv(rc->io.arg, qp, hdr, sizeof(hdr), &data, 1, tail, sizeof(tail));
 		rc->st.tx_packets++;
 		rc->st.tx_runs++;
