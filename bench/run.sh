@@ -35,7 +35,11 @@
 #                                                                  the spinning main thread (uroce's structure
 #                                                                  before the poll lease; see bench/README.md);
 #                                                                  and udp_roce_pp: uroce's packets and socket
-#                                                                  options without uroce (the kernel's share)
+#                                                                  options without uroce (the kernel's share);
+#                                                                  and udp_roce_pp -u: the same through uroce's
+#                                                                  socket design (a reuseport group steered by
+#                                                                  QPN, a separate send socket, a second thread:
+#                                                                  the kernel's share of uroce's structure)
 # send_bw    ib_send_bw -x 0 -s 64 -D SECS+2 -f 1 (message rate)    udp_pps: 80-byte sendto() datagrams, counted
 #                                                                  at the receiver (80 B = BTH + 64 + ICRC)
 # ucx_put_bw ucx_perftest -d uroce0:1 -x rc_verbs -t put_bw           the same over UCX's tcp transport on
@@ -375,6 +379,16 @@ if [ "${1:-}" = --inner ]; then
 			wait $spid
 			cat "$OUT.srv" "$OUT.cli" >>"$log"
 			emit kern $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
+			# the same with uroce's socket design (udp_roce_pp -u): a steered reuseport
+			# group, a separate send socket, a second thread
+			echo "== rep $rep kernel share, uroce's sockets" >>"$log"
+			$S "$BUILD/bin/udp_roce_pp" -s -u -p $((port + 3100)) >"$OUT.srv" 2>&1 &
+			spid=$!
+			wait_port u $((port + 3100)) &&
+				$C "$BUILD/bin/udp_roce_pp" -c $HOST -u -p $((port + 3100)) -n $LITERS -w 100 >"$OUT.cli" 2>&1
+			wait $spid
+			cat "$OUT.srv" "$OUT.cli" >>"$log"
+			emit kdes $rep "$(sed -n 's/.* t_typical=\([0-9.]*\).*/\1/p' <"$OUT.cli")"
 		fi
 		rep=$((rep + 1))
 	done
@@ -445,7 +459,8 @@ for b in $BENCHES; do
 		# (write_lat: the hand-off floor and the kernel share; write_bw: the kernel
 		# share without and with the ICRC; shm_write_bw/_lat: shm_ring and UCX;
 		# shm_send_bw/_read_bw: shm_ring)
-		write_lat | veth_write_lat | shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
+		write_lat | veth_write_lat) want=$((want + 5 * REPS)) ;;
+		shm_write_bw | shm_write_lat) want=$((want + 4 * REPS)) ;;
 		write_bw | veth_write_bw | veth_jumbo_write_bw) want=$((want + 4 * REPS)) ;;
 		shm_send_bw | shm_read_bw) want=$((want + 3 * REPS)) ;;
 		*) want=$((want + 2 * REPS)) ;;
@@ -522,6 +537,13 @@ END {
 		if ((mf = ref(order[k], "kern")) != "") {
 			line(b, p, kern[b], mu, mf, "(kernel share)", nu, nf)
 			line(b, p, "(kernel)", mf, mp, "(" kern[b] " / " peer[b] ")", nf, np)
+		}
+		# write_lat: over the kernel share with uroce socket design as well (udp_roce_pp
+		# -u), and what that design costs the kernel
+		if ((md = ref(order[k], "kdes")) != "") {
+			line(b, p, "roce_pp -u", mu, md, "(kernel share, uroce sockets)", nu, nf)
+			if (mf != "" && mf > 0)
+				line(b, p, "(sockets)", md, mf, "(udp_roce_pp -u / udp_roce_pp)", nf, nf)
 		}
 		# write_bw: over the kernel share with the ICRC computed at both ends (udp_gso
 		# -c), the floor a RoCEv2 sender cannot go below on this path

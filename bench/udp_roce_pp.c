@@ -1,8 +1,8 @@
 /* udp_roce_pp — a UDP ping-pong that sends and receives what uroce's ib_write_lat does, with
  * none of uroce: the kernel's share of a uroce half round trip (bench/run.sh, write_lat).
  *
- *   udp_roce_pp -s [-p PORT]                          server: echo until the client says stop
- *   udp_roce_pp -c HOST [-p PORT] [-n ITERS] [-w WARMUP]
+ *   udp_roce_pp -s [-u] [-p PORT]                     server: echo until the client says stop
+ *   udp_roce_pp -c HOST [-u] [-p PORT] [-n ITERS] [-w WARMUP]
  *
  * In uroce's ib_write_lat each hop is one sendmsg carrying two RoCEv2 packets as one UDP GSO
  * send: the 2-byte RDMA WRITE (BTH 12 + RETH 16 + 2 + pad 2 + ICRC 4 = 36 bytes of UDP
@@ -16,7 +16,23 @@
  *
  * So uroce / udp_roce_pp is what uroce adds on top of the kernel for the same packets, and
  * udp_roce_pp / udp_pingpong is what those packets and sockets cost the kernel more than a
- * single plain datagram.  Output (half round trip, microseconds; t_typical = median):
+ * single plain datagram.
+ *
+ * -u (both ends): the kernel's share with uroce's socket design as well, still no uroce.
+ * What uroce's process structure costs the kernel on each hop, which one socket in a
+ * single-threaded process does not pay (docs/transport.md, "Sockets"):
+ *   - every process of a device receives on UDP 4791 through one SO_REUSEPORT group, and
+ *     uroce's steering program (src/net/steer.c) picks the socket by destination QPN: here a
+ *     group of two, the first standing for the daemon's socket (never read), the program
+ *     sending this QPN to the second;
+ *   - packets leave through a second, unconnected socket bound to the local address;
+ *   - the process has a second thread (uroce's progress thread, asleep in epoll_wait), so
+ *     its descriptor table is shared and every system call on a socket takes and drops a
+ *     reference to the file, which a single-threaded process skips.
+ * Each side's receive port travels in the WRITE's RETH bytes, since replies no longer come
+ * from the port they go to (uroce sends to 4791 from a port of its own).  Not modelled:
+ * SO_BINDTODEVICE on the receive socket, and the group's other sockets (one per uroce
+ * process on the device).  Output (half round trip, microseconds; t_typical = median):
  *   udp_roce_pp iters=N t_min=.. t_typical=.. t_avg=.. t_p99=..
  * Exit 0 on success, 1 on a socket error or when the server does not answer within 10 s.
  */
@@ -25,14 +41,18 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "net/steer.h"
 #include "pingpong_util.h"
 
 #ifndef UDP_SEGMENT
@@ -46,10 +66,12 @@
 #define ACK_LEN 20      /* UDP payload of an ACK */
 #define SLOTS 16        /* receive slots, as uroce's RX_BATCH */
 #define STOP_BYTE 0xEE  /* first byte of the client's last send: the server exits */
+#define PP_QPN 0x000011 /* destination QPN in both packets' BTH (-u: the steering rule's) */
+#define PORT_OFF 20     /* -u: the sender's receive port, in the WRITE's RETH (BTH 12 + VA 8) */
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_roce_pp -s [-p PORT] | -c HOST [-p PORT] [-n ITERS] [-w WARMUP]\n");
+	fprintf(stderr, "usage: udp_roce_pp -s [-u] [-p PORT] | -c HOST [-u] [-p PORT] [-n ITERS] [-w WARMUP]\n");
 	exit(2);
 }
 
@@ -59,24 +81,106 @@ static uint8_t rcmsg[SLOTS][256];
 static struct sockaddr_in6 rname[SLOTS];
 static struct iovec riov[SLOTS];
 static struct mmsghdr rmsg[SLOTS];
+static int uroce_like;   /* -u */
+static int txfd = -1;    /* -u: the send socket, bound once the local address is known */
+static uint16_t my_port; /* -u: this side's receive port (host order) */
 
-static int open_socket(unsigned port)
+/* The receive socket: uroce's options; with -u, the second of a reuseport group whose
+ * steering program sends PP_QPN to it. */
+static int rx_socket(unsigned port, int reuse)
 {
 	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
 				  .sin6_addr = IN6ADDR_ANY_INIT };
 	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0), off = 0, on = 1;
 
-	if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	if (fd < 0 || (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0) ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) < 0 ||
 	    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) < 0 ||
 	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		perror("udp_roce_pp: socket");
 		exit(1);
 	}
+	return fd;
+}
+
+/* uroce's progress thread, asleep: never woken. */
+static void *sleeper(void *arg)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = epoll_create1(0), efd = eventfd(0, 0);
+
+	(void)arg;
+	if (ep >= 0 && efd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev) == 0)
+		for (;;)
+			epoll_wait(ep, &ev, 1, -1);
+	return NULL;
+}
+
+static int open_socket(unsigned port)
+{
+	int fd;
+
+	if (!uroce_like) {
+		fd = rx_socket(port, 0);
+	} else {
+		struct uroce_steer_rule r = { .qpn_lo = PP_QPN, .qpn_hi = PP_QPN, .index = 1 };
+		struct sockaddr_in6 a;
+		socklen_t alen = sizeof(a);
+		int daemon_fd = rx_socket(port, 1), rc;
+		pthread_t t;
+
+		/* an ephemeral port (the client's): the group's second socket takes the same */
+		if (getsockname(daemon_fd, (struct sockaddr *)&a, &alen) < 0) {
+			perror("udp_roce_pp: getsockname");
+			exit(1);
+		}
+		my_port = ntohs(a.sin6_port);
+		fd = rx_socket(my_port, 1);
+		rc = uroce_steer_attach(daemon_fd, &r, 1, 0);
+		if (rc < 0 || (errno = pthread_create(&t, NULL, sleeper, NULL)) != 0) {
+			if (rc < 0)
+				errno = -rc;
+			perror("udp_roce_pp: steering or thread");
+			exit(1);
+		}
+	}
 	for (int k = 0; k < SLOTS; k++) {
 		riov[k] = (struct iovec){ rbuf[k], sizeof(rbuf[k]) };
 		rmsg[k].msg_hdr = (struct msghdr){ .msg_name = &rname[k], .msg_iov = &riov[k],
 						   .msg_iovlen = 1, .msg_control = rcmsg[k] };
+	}
+	/* both packets name PP_QPN (what -u's steering reads); the WRITE carries our port */
+	pkt[5] = pkt[WRITE_LEN + 5] = (PP_QPN >> 16) & 0xFF;
+	pkt[6] = pkt[WRITE_LEN + 6] = (PP_QPN >> 8) & 0xFF;
+	pkt[7] = pkt[WRITE_LEN + 7] = PP_QPN & 0xFF;
+	pkt[PORT_OFF] = my_port >> 8;
+	pkt[PORT_OFF + 1] = my_port & 0xFF;
+	return fd;
+}
+
+/* -u: uroce's send socket -- unconnected, bound to the local address that reaches @to (its
+ * GID's), a port of its own, path MTU discovery on. */
+static int tx_socket(const struct sockaddr_in6 *to)
+{
+	struct sockaddr_in6 me;
+	socklen_t len = sizeof(me);
+	int probe = socket(AF_INET6, SOCK_DGRAM, 0), fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	int off = 0, dont = IP_PMTUDISC_DO;
+
+	if (probe < 0 || fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	    setsockopt(probe, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	    connect(probe, (const struct sockaddr *)to, sizeof(*to)) < 0 ||
+	    getsockname(probe, (struct sockaddr *)&me, &len) < 0) {
+		perror("udp_roce_pp: send socket");
+		exit(1);
+	}
+	close(probe);
+	me.sin6_port = 0;
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+	    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &dont, sizeof(dont)) < 0) {
+		perror("udp_roce_pp: send socket");
+		exit(1);
 	}
 	return fd;
 }
@@ -101,6 +205,11 @@ static int send_hop(int fd, const struct sockaddr_in6 *to, uint8_t first)
 	c->cmsg_len = CMSG_LEN(sizeof(seg));
 	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	pkt[0] = first;
+	if (uroce_like) {
+		if (txfd < 0)
+			txfd = tx_socket(to);
+		fd = txfd;
+	}
 	return sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
@@ -121,6 +230,9 @@ static int recv_hop(int fd, struct sockaddr_in6 *from, uint8_t *first, uint64_t 
 		if (got > 0) {
 			*from = rname[0];
 			*first = rbuf[0][0];
+			/* -u: replies go to the sender's receive port, not the one it sent from */
+			if (uroce_like)
+				from->sin6_port = htons((uint16_t)(rbuf[0][PORT_OFF] << 8 | rbuf[0][PORT_OFF + 1]));
 			return 0;
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -210,9 +322,10 @@ int main(int argc, char **argv)
 	unsigned port = 18600, iters = 10000, warmup = 1000;
 	int srv = 0, opt;
 
-	while ((opt = getopt(argc, argv, "sc:p:n:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "sc:p:n:w:u")) != -1) {
 		switch (opt) {
 		case 's': srv = 1; break;
+		case 'u': uroce_like = 1; break;
 		case 'c': host = optarg; break;
 		case 'p': port = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'n': iters = (unsigned)strtoul(optarg, NULL, 0); break;
