@@ -1836,10 +1836,41 @@ void uroce_transport_unlock_qp(struct uroce_qp *qp)
 #define POLL_IDLE_YIELD_SHM 64
 #define POLL_CLOCK_EVERY 4
 
+/* A thread whose yields have not given its CPU away for POLL_ALONE_NS is alone on it: it
+ * yields POLL_ALONE_X times less often, until one of its yields takes POLL_AWAY_NS or more
+ * (another thread ran meanwhile).  A yield that returns at once is a system call and a
+ * pass through the scheduler for nothing, and its cost falls into the wait for the peer's
+ * packet: across a veth a poller yields in nearly every hop of ib_write_lat (20,499 yields
+ * in 20,000 iterations; 8,979 on lo, where the reply comes sooner), and UROCE_POLL_YIELD=0
+ * took the hop from 6.17-6.22 to 5.80-5.83 us (bench/RESULTS.md).  What the duration of
+ * one yield says is one-sided: under EEVDF a yield may come back at once while another
+ * spinner waits on the same CPU, but a yield that took long means someone else ran.  Two
+ * spinners sharing a CPU hand it over in a long yield each half round trip, far more often
+ * than once per POLL_ALONE_NS, so they keep the short cadence; a lone poller drops to the
+ * long one after POLL_ALONE_NS, and the first yield that gives the CPU away (at most
+ * POLL_ALONE_X times the short cadence later) brings the short one back. */
+#define POLL_AWAY_NS 3000ull
+#define POLL_ALONE_NS 1000000ull
+#define POLL_ALONE_X 16
+
+/* sched_yield, timed: how this thread's yields went decides their cadence (*alone). */
+static void poll_yield(bool *alone)
+{
+	static POLL_TLS uint64_t away_at;       /* when a yield last gave the CPU away */
+	uint64_t t0 = uroce_rc_clock(), t1;
+
+	sched_yield();
+	t1 = uroce_rc_clock();
+	if (!away_at || t1 - t0 >= POLL_AWAY_NS)
+		away_at = t1;   /* the first yield counts as one: the short cadence at first */
+	*alone = t1 - away_at >= POLL_ALONE_NS;
+}
+
 int uroce_transport_poll(struct uroce_context *ctx)
 {
 	static POLL_TLS int every = -1;         /* UROCE_POLL_YIELD, 0 if turned off, -2 unset */
 	static POLL_TLS int idle;               /* empty drains in a row, this thread */
+	static POLL_TLS bool alone;             /* its yields find nobody else (poll_yield) */
 	static POLL_TLS uint64_t last_empty;    /* when this thread last drained nothing */
 	static POLL_TLS uint64_t last_poll;     /* ... last drained, as far as it read the clock */
 	static POLL_TLS unsigned empties;       /* empty drains in a row, this thread */
@@ -1939,10 +1970,13 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		if (v && every < 0)
 			every = 0;
 	}
-	if (every && ++idle >= (every > 0 ? every : uroce_shm_active(eng->shm) ? POLL_IDLE_YIELD_SHM
-										    : POLL_IDLE_YIELD)) {
+	if (every > 0 && ++idle >= every) {
 		idle = 0;
 		sched_yield();
+	} else if (every < 0 && ++idle >= (uroce_shm_active(eng->shm) ? POLL_IDLE_YIELD_SHM : POLL_IDLE_YIELD) *
+						  (alone ? POLL_ALONE_X : 1)) {
+		idle = 0;
+		poll_yield(&alone);
 	}
 	return got;
 }
