@@ -325,9 +325,13 @@ int uroce_transport_qp_stats(struct uroce_qp *qp, struct uroce_rc_stats *out);
 uint64_t uroce_rc_now(void);
 extern uint64_t (*uroce_rc_clock)(void);     /* tests replace it with a virtual clock */
 void uroce_rc_timer_retrans_arm(struct uroce_rc *rc);
+/* The same with the clock the caller has just read (a clock read is a vDSO call, and the
+ * post and receive paths of a ping-pong made four of them). */
+void uroce_rc_timer_retrans_arm_at(struct uroce_rc *rc, uint64_t now);
 void uroce_rc_timer_retrans_stop(struct uroce_rc *rc);
 void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code);
 void uroce_rc_timer_ack_arm(struct uroce_rc *rc);
+void uroce_rc_timer_ack_arm_at(struct uroce_rc *rc, uint64_t now);
 void uroce_rc_timer_busy_arm(struct uroce_rc *rc);
 /* rc_resp.c: send the deferred ACK now, if there is one. */
 void uroce_rc_flush_ack(struct uroce_rc *rc);

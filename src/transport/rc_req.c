@@ -211,7 +211,19 @@ static bool credit_for(struct uroce_rc *rc, uint32_t next, const struct uroce_wq
 }
 
 /* Build and send the next packet of WQE @w.  Returns false when the WQE failed. */
-static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw)
+/* The clock for one requester run, read once (*now, 0 until then): the retransmission timer
+ * its first packet arms and the last_req stamp at its end (rc_resp.c, acknowledge) share
+ * it.  A run sends at most a window (128 packets), so the stamp is early by at most that
+ * run's time against the millisecond it is compared with. */
+static uint64_t req_clock(uint64_t *now)
+{
+	if (!*now)
+		*now = uroce_rc_clock();
+	return *now;
+}
+
+static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw,
+		      uint64_t *now)
 {
 	struct uroce_qp *qp = rc->qp;
 	struct uroce_pkt p = { 0 };
@@ -346,7 +358,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		rc->req_off = 0;
 	}
 	if (!rc->t_retrans)
-		uroce_rc_timer_retrans_arm(rc);
+		uroce_rc_timer_retrans_arm_at(rc, req_clock(now));
 	return true;
 }
 
@@ -359,7 +371,8 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
  * compares both).  Where a check fails -- the window, a busy link, credits not yet
  * held, a message in several SGEs or inline -- it stops and the state machine goes on as
  * before, with the same checks and their side effects (timers, credit reservations). */
-static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const struct uroce_rc_swqe *sw)
+static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const struct uroce_rc_swqe *sw,
+			 uint64_t *now)
 {
 	struct uroce_qp *qp = rc->qp;
 	uint32_t mtu = rc->mtu, off = rc->req_off, start = off;
@@ -406,7 +419,7 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 		sent = true;
 	}
 	if (sent && !rc->t_retrans)
-		uroce_rc_timer_retrans_arm(rc);
+		uroce_rc_timer_retrans_arm_at(rc, req_clock(now));
 }
 
 void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
@@ -415,6 +428,7 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 	enum uroce_req_state state = UROCE_REQ_NEXT_WQE;
 	struct uroce_wqe *w = NULL;
 	struct uroce_rc_swqe *sw = NULL;
+	uint64_t now = 0;   /* req_clock */
 	uint32_t start_psn;
 
 	if (!rc || rc->rnr_wait || rc->pending_err != UROCE_RC_ERR_NONE)
@@ -507,12 +521,12 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 			break;
 		}
 		case UROCE_REQ_BUILD:
-			if (!build_one(rc, rc->req_idx, w, sw)) {
+			if (!build_one(rc, rc->req_idx, w, sw, &now)) {
 				state = UROCE_REQ_DONE;
 				break;
 			}
 			if (rc->burst)
-				burst_middle(rc, w, sw);
+				burst_middle(rc, w, sw, &now);
 			state = UROCE_REQ_NEXT_WQE;
 			break;
 		default:
@@ -522,7 +536,7 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 	}
 	/* A deferred ACK follows the request packets just sent (rc_resp.c, acknowledge). */
 	if (rc->io.defer_timed && rc->req_psn != start_psn)
-		rc->last_req = uroce_rc_clock();
+		rc->last_req = req_clock(&now);
 	if (rc->ack_pending && rc->req_psn != start_psn)
 		uroce_rc_flush_ack(rc);
 	if (!sq_locked)

@@ -48,8 +48,8 @@ static void acknowledge(struct uroce_rc *rc, uint32_t psn, bool end)
 	/* Only the ACK of a message's last packet waits for our next request: the AckReq
 	 * inside a long message (every UROCE_RC_MAX_PKT_PER_ACK packets) frees the sender's window,
 	 * and holding it stalls the rest of the message (1 MiB ping-pong: 2.3 -> 3.5 ms). */
-	bool timed = end && rc->io.defer_timed && rc->last_req &&
-		     uroce_rc_clock() - rc->last_req < UROCE_RC_ACK_DEFER_IF_REQ_NS;
+	uint64_t now = end && rc->io.defer_timed && rc->last_req ? uroce_rc_clock() : 0;
+	bool timed = now && now - rc->last_req < UROCE_RC_ACK_DEFER_IF_REQ_NS;
 
 	/* ack_batch: the engine is delivering a batch of received packets and sends the
 	 * pending ACK when the batch ends (engine.c flush_batch_acks): one ACK for the
@@ -59,7 +59,7 @@ static void acknowledge(struct uroce_rc *rc, uint32_t psn, bool end)
 		rc->ack_psn = psn;
 		rc->ack_msn = rc->msn;
 		if (timed && !rc->t_ack)
-			uroce_rc_timer_ack_arm(rc);
+			uroce_rc_timer_ack_arm_at(rc, now);
 		return;
 	}
 	uroce_rc_flush_ack(rc);

@@ -57,9 +57,14 @@ static uint64_t retrans_ns(const struct uroce_rc *rc)
 
 void uroce_rc_timer_retrans_arm(struct uroce_rc *rc)
 {
+	uroce_rc_timer_retrans_arm_at(rc, uroce_rc_clock());
+}
+
+void uroce_rc_timer_retrans_arm_at(struct uroce_rc *rc, uint64_t now)
+{
 	uint64_t ns = retrans_ns(rc);
 
-	rc->t_retrans = ns ? uroce_rc_clock() + ns : 0;
+	rc->t_retrans = ns ? now + ns : 0;
 	if (rc->t_retrans && rc->io.timer)
 		rc->io.timer(rc->io.arg, rc->t_retrans);
 }
@@ -81,6 +86,11 @@ void uroce_rc_timer_rnr_arm(struct uroce_rc *rc, unsigned rnr_code)
 
 void uroce_rc_timer_ack_arm(struct uroce_rc *rc)
 {
+	uroce_rc_timer_ack_arm_at(rc, uroce_rc_clock());
+}
+
+void uroce_rc_timer_ack_arm_at(struct uroce_rc *rc, uint64_t now)
+{
 	/* The peer's local ACK timeout is not known here; the two ends of a connection are
 	 * usually given the same one.  Holding an ACK for more than a quarter of ours would
 	 * risk the peer's retransmission if its timeout is as short (timeout <= 5). */
@@ -88,7 +98,7 @@ void uroce_rc_timer_ack_arm(struct uroce_rc *rc)
 
 	if (tmo && tmo < 32 && (4096ull << tmo) / 4 < hold)
 		hold = (4096ull << tmo) / 4;
-	rc->t_ack = uroce_rc_clock() + hold;
+	rc->t_ack = now + hold;
 	if (rc->io.timer)
 		rc->io.timer(rc->io.arg, rc->t_ack);
 }
