@@ -231,7 +231,7 @@ static int recv_hop(int fd, struct sockaddr_in6 *from, uint8_t *first, uint64_t 
 			*from = rname[0];
 			*first = rbuf[0][0];
 			/* -u: replies go to the sender's receive port, not the one it sent from */
-			if (uroce_like)
+			if (uroce_like && rmsg[0].msg_len >= PORT_OFF + 2)
 				from->sin6_port = htons((uint16_t)(rbuf[0][PORT_OFF] << 8 | rbuf[0][PORT_OFF + 1]));
 			return 0;
 		}

@@ -210,7 +210,6 @@ static bool credit_for(struct uroce_rc *rc, uint32_t next, const struct uroce_wq
 	return true;
 }
 
-/* Build and send the next packet of WQE @w.  Returns false when the WQE failed. */
 /* The clock for one requester run, read once (*now, 0 until then): the retransmission timer
  * its first packet arms and the last_req stamp at its end (rc_resp.c, acknowledge) share
  * it.  A run sends at most a window (128 packets), so the stamp is early by at most that
@@ -222,6 +221,8 @@ static uint64_t req_clock(uint64_t *now)
 	return *now;
 }
 
+/* Build and send the next packet of WQE @w (the run's clock in *now, req_clock).  Returns
+ * false when the WQE failed. */
 static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw,
 		      uint64_t *now)
 {

@@ -1,11 +1,12 @@
 #!/bin/sh
 # poll_yield.sh UROCE CASE — a busy-polling thread yields its CPU to a spinner that needs it
-# (engine.c uroce_transport_poll, POLL_IDLE_YIELD; docs/transport.md): Debian's unmodified
-# ib_send_lat, server and client both pinned to one CPU, so that each half round trip
-# needs the other process to run on the CPU the waiting one spins on in ibv_poll_cq.  With
-# the yield the two hand over within microseconds; without it, only when the scheduler
-# preempts the spinner, at the tick (4 ms at HZ=250, 1 ms at HZ=1000).  Run by
-# tests/daemon/nsrun.sh.
+# (engine.c uroce_transport_poll, POLL_IDLE_YIELD and poll_yield; docs/transport.md):
+# Debian's unmodified ib_send_lat, server and client both pinned to one CPU, so that each
+# half round trip needs the other process to run on the CPU the waiting one spins on in
+# ibv_poll_cq.  With the yield the two hand over within microseconds; without it, only when
+# the scheduler preempts the spinner, at the tick (4 ms at HZ=250, 1 ms at HZ=1000).  It
+# shows that a yield comes, not how often: a poller stuck in poll_yield's long cadence (64
+# empty drains) would still hand over well within the bound.  Run by tests/daemon/nsrun.sh.
 #
 #   udp   UROCE_LINK=udp: perftest's typical latency below 500 us (10-13 us seen here)
 #   shm   the same over the shared-memory link (7 us seen)
