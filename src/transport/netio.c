@@ -146,6 +146,12 @@ struct uroce_netio {
 	 * rx_now is the clock of the batch being delivered (0: not read yet). */
 	struct uroce_icrc_rx idrx;
 	uint64_t rx_now;
+	/* The ICRC base (uroce_icrc_base) of the last sender (source address and port, and
+	 * our address), under rx_lock: a stream comes from one. */
+	bool rx_base_ok;
+	uint16_t rx_base_sport;
+	uint8_t rx_base_src[16], rx_base_dst[16];
+	uint32_t rx_base;
 	struct uroce_cap *cap;             /* the capture tap (capture.h); NULL: none */
 
 	/* The send sockets, shared by the QPs of a port slot (struct tx_sock). */
@@ -167,6 +173,12 @@ struct uroce_netio_tx {
 	bool gso;                          /* cleared when the kernel refuses UDP_SEGMENT */
 	uint8_t tclass, hop_limit;         /* sock's GRH fields (uroce_netio_tx_set_grh) */
 	uint32_t qpn;                      /* the QP it sends for (for a capture) */
+	/* The ICRC base (uroce_icrc_base) of the last destination: an RC or UC QP sends to
+	 * one, a UD QP often to the same one again.  Cleared when the port changes. */
+	bool base_ok;
+	uint16_t base_port;
+	uint8_t base_gid[16];
+	uint32_t base;
 
 	/* Fault injection (only allocated when UROCE_FAULT is set). */
 	uint8_t *scratch;                  /* a corrupted copy; never the caller's memory */
@@ -184,6 +196,15 @@ static inline void ctr_add(struct uroce_netio *nio, enum netio_ctr i, uint64_t v
 static inline uint64_t ctr_get(const struct uroce_netio *nio, enum netio_ctr i)
 {
 	return __atomic_load_n(&nio->c[i], __ATOMIC_RELAXED);
+}
+
+static inline bool gid_eq(const uint8_t a[16], const uint8_t b[16])
+{
+	uint64_t x[2], y[2];
+
+	memcpy(x, a, 16);
+	memcpy(y, b, 16);
+	return !((x[0] ^ y[0]) | (x[1] ^ y[1]));
 }
 
 static bool gid_is_v4mapped(const uint8_t gid[16])
@@ -633,6 +654,7 @@ static void tx_use(struct uroce_netio_tx *tx, struct tx_sock *s)
 	tx->sock = s;
 	tx->fd = s->fd;
 	tx->sport = s->sport;
+	tx->base_ok = false;
 	tx->tclass = s->tclass;
 	tx->hop_limit = s->hop_limit;
 }
@@ -982,9 +1004,16 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 	/* The GID family must match the socket's: an IPv4 QP cannot reach an IPv6 GID. */
 	if (gid_is_v4mapped(dst->gid) != (tx->family == AF_INET))
 		return -EAFNOSUPPORT;
-	icrc_addr_for(tx, dst, &ia);
+	if (!tx->base_ok || tx->base_port != dst->port || !gid_eq(tx->base_gid, dst->gid)) {
+		icrc_addr_for(tx, dst, &ia);
+		tx->base = uroce_icrc_base(&ia);
+		tx->base_port = dst->port;
+		memcpy(tx->base_gid, dst->gid, 16);
+		tx->base_ok = true;
+	}
 
 	if (tx->nio->fault.enabled) {
+		icrc_addr_for(tx, dst, &ia);
 		for (; i < n; i++) {
 			put_icrc(&pkts[i], uroce_netio_icrc(&ia, 0, pkts[i].iov, pkts[i].iovcnt,
 							    pkts[i].len));
@@ -1014,10 +1043,10 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 			if (cnt && p->len < seg && shorter_starts_run(pkts + i + cnt, n - i - cnt))
 				break;
 			if (p->len != pre_len) {
-				pre0 = uroce_icrc_pre(&ia, 0, p->len);
+				pre0 = uroce_icrc_pre_base(tx->base, tx->family, 0, p->len);
 				pre_len = p->len;
 			}
-			put_icrc(p, uroce_netio_icrc_pre(uroce_icrc_with_id(pre0, ia.family, (uint16_t)cnt),
+			put_icrc(p, uroce_netio_icrc_pre(uroce_icrc_with_id(pre0, tx->family, (uint16_t)cnt),
 							 p->iov, p->iovcnt, p->len));
 			/* A piece that continues the previous one in memory (the engine lays a
 			 * packet's tail right before the next packet's headers) extends it: the
@@ -1144,8 +1173,16 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 		/* RoCEv2 Annex A17.3.3: a bad ICRC is a silent drop.  Over IPv4 the ICRC is
 		 * checked for the Identifications this sender uses, not for any (issue #17:
 		 * any would let 2^-16 of the corrupted packets through; docs/wire.md). */
-		p.pkt.icrc_status = uroce_icrc_rx_check(&nio->idrx, &ia, buf, len, id_hint,
-							&nio->rx_now, &p.pkt.ip_id);
+		if (!nio->rx_base_ok || nio->rx_base_sport != ia.sport ||
+		    !gid_eq(nio->rx_base_src, p.src.gid) || !gid_eq(nio->rx_base_dst, p.dgid)) {
+			nio->rx_base = uroce_icrc_base(&ia);
+			nio->rx_base_sport = ia.sport;
+			memcpy(nio->rx_base_src, p.src.gid, 16);
+			memcpy(nio->rx_base_dst, p.dgid, 16);
+			nio->rx_base_ok = true;
+		}
+		p.pkt.icrc_status = uroce_icrc_rx_check_base(&nio->idrx, &ia, nio->rx_base, buf, len,
+							     id_hint, &nio->rx_now, &p.pkt.ip_id);
 		if (p.pkt.icrc_status == UROCE_ICRC_BAD)
 			e = UROCE_RX_BAD_ICRC;
 		else if (p.pkt.icrc_status == UROCE_ICRC_BAD_ID)

@@ -84,26 +84,31 @@ static size_t put_ff8(uint8_t *b)
  * path's profile showed the table version at 3.6 % against the buffer's 1.0 %).
  *
  * The part before the BTH (8 ones, the IP and UDP headers) depends only on the addresses,
- * the ports, the length and, over IPv4, the Identification: a thread that sends or
- * receives a stream repeats the same few of them at every packet.  So its CRC is
- * memoised per thread (pre_memo), for ID 0, and another ID is applied by linearity:
- * CRC-32 is affine, so for messages of equal length crc(A) ^ crc(B) = L(A ^ B), L being
- * the zero-init, no-xorout CRC, and the ID bytes are followed by a fixed 22 bytes (IPv4
- * bytes 6..19, the UDP header) up to where the memoised value is taken: the ID's share
- * is id_lin[0][id >> 8] ^ id_lin[1][id & 0xFF], tables built at load time.  The memo is
+ * the ports, the length and, over IPv4, the Identification.  CRC-32 is affine, so for
+ * messages of equal length crc(A) ^ crc(B) = L(A ^ B), L being the zero-init, no-xorout
+ * CRC: the prefix's CRC is that of the prefix with both length fields and the ID zero (the
+ * "base", a function of the addresses and ports alone) xor L of each field's bytes in its
+ * place, read from tables built at load time (a byte and the fixed number of bytes that
+ * follow it up to the BTH: len_lin for the lengths, id_lin for the ID).  A caller that
+ * sends or receives a stream keeps the base (netio: per destination and per source) and
+ * passes it to the _base calls; the others get it from a per-thread memo (pre_memo),
  * keyed by every input, so a hit is exactly the value a computation would give.
  */
 static uint32_t id_lin[2][256];
+/* [field][byte of the big-endian 16-bit value][value]: the UDP length, the IPv4 total
+ * length, the IPv6 payload length. */
+enum { LEN_UDP, LEN_IP4, LEN_IP6 };
+static uint32_t len_lin[3][2][256];
 
-static size_t put_pre(uint8_t *pre, const struct uroce_icrc_addr *a, size_t len)
+/* The prefix before the BTH with both length fields and the Identification zero. */
+static size_t put_base(uint8_t *pre, const struct uroce_icrc_addr *a)
 {
-	uint16_t udp_len = (uint16_t)(UDP_HLEN + len);
 	size_t n = put_ff8(pre);
 
 	if (a->family == AF_INET6) {
 		pre[n] = 0x6F;                          /* version 6, traffic class ones */
 		memset(pre + n + 1, 0xFF, 3);           /* traffic class, flow label */
-		uroce_put_be16(pre + n + 4, udp_len);   /* payload length */
+		uroce_put_be16(pre + n + 4, 0);         /* payload length: applied by with_len */
 		pre[n + 6] = IPPROTO_UDP;
 		pre[n + 7] = 0xFF;                      /* hop limit */
 		memcpy(pre + n + 8, a->src.v6.s6_addr, 16);
@@ -112,8 +117,8 @@ static size_t put_pre(uint8_t *pre, const struct uroce_icrc_addr *a, size_t len)
 	} else {
 		pre[n] = 0x45;
 		pre[n + 1] = 0xFF;                      /* TOS */
-		uroce_put_be16(pre + n + 2, (uint16_t)(IPV4_HLEN + udp_len));
-		uroce_put_be16(pre + n + 4, 0);         /* Identification: applied by the caller */
+		uroce_put_be16(pre + n + 2, 0);         /* total length: applied by with_len */
+		uroce_put_be16(pre + n + 4, 0);         /* Identification: uroce_icrc_with_id */
 		pre[n + 6] = IPV4_DF;                   /* DF, offset 0 */
 		pre[n + 7] = 0;
 		pre[n + 8] = 0xFF;                      /* TTL */
@@ -125,16 +130,27 @@ static size_t put_pre(uint8_t *pre, const struct uroce_icrc_addr *a, size_t len)
 	}
 	uroce_put_be16(pre + n, a->sport);
 	uroce_put_be16(pre + n + 2, a->dport);
-	uroce_put_be16(pre + n + 4, udp_len);
+	uroce_put_be16(pre + n + 4, 0);                 /* length: applied by with_len */
 	pre[n + 6] = pre[n + 7] = 0xFF;                 /* UDP checksum */
 	return n + UDP_HLEN;
 }
 
-/* 16 sets of 2 ways.  A ping-pong's thread uses four keys (two lengths each way), a stream
- * a few more.  The first memo was direct-mapped, 16 entries, and in about a third of the
+/* The base with the length fields of a @len-byte UDP payload (16 bits, as on the wire). */
+static inline uint32_t with_len(uint32_t base, int family, size_t len)
+{
+	uint16_t udp = (uint16_t)(UDP_HLEN + len);
+	uint16_t ip = family == AF_INET6 ? udp : (uint16_t)(IPV4_HLEN + udp);
+	int f = family == AF_INET6 ? LEN_IP6 : LEN_IP4;
+
+	return base ^ len_lin[LEN_UDP][0][udp >> 8] ^ len_lin[LEN_UDP][1][udp & 0xFF] ^
+	       len_lin[f][0][ip >> 8] ^ len_lin[f][1][ip & 0xFF];
+}
+
+/* 16 sets of 2 ways.  A ping-pong's thread uses two keys (one each way; four when the
+ * length was in the key), a stream a few more.  The first memo was direct-mapped, 16 entries, and in about a third of the
  * runs two of a ping-pong's keys shared an entry and evicted each other at every packet
  * (the UDP source ports, in the key, change from run to run): bench/instr.sh then counted
- * 121 or 242 more instructions a hop, all in pre_fill.  Two ways keep any two keys of a
+ * 121 or 242 more instructions a hop, all in the fill.  Two ways keep any two keys of a
  * set; three of four keys in one set is left to chance (1.5% of runs).  The second way's
  * compare costs 16 instructions a hop on the hits (5,278 against 5,262; four ways with a
  * hash tag compared first cost 37). */
@@ -143,16 +159,16 @@ static size_t put_pre(uint8_t *pre, const struct uroce_icrc_addr *a, size_t len)
 #define PRE_MEMO ((1u << PRE_MEMO_SET_BITS) * PRE_MEMO_WAYS)
 
 /* A memo key: the addresses as 16 bytes each (an IPv4 one in the first 4, the rest 0),
- * the ports, the family and the length, compared as words. */
+ * the ports and the family, compared as words. */
 struct pre_key {
 	uint64_t w[4];          /* source, destination */
-	uint64_t x;             /* length | sport << 32 | dport << 48 */
+	uint64_t x;             /* sport | dport << 16 */
 	uint64_t family;
 };
 
 struct pre_memo {
 	struct pre_key k;       /* family 0: empty */
-	uint32_t crc;
+	uint32_t crc;           /* the base */
 };
 
 /* A thread's memo: the entries, and the way each set replaces next (round robin). */
@@ -206,11 +222,11 @@ unsigned long uroce_icrc_memo_misses(void)
 
 /* A memo miss (or no memo, @m NULL): compute and remember (apart, so the hit path has no
  * stack buffer to guard). */
-static __attribute__((noinline)) uint32_t pre_fill(struct pre_memo *m, const struct pre_key *k,
-						   const struct uroce_icrc_addr *a, size_t len)
+static __attribute__((noinline)) uint32_t base_fill(struct pre_memo *m, const struct pre_key *k,
+						    const struct uroce_icrc_addr *a)
 {
 	uint8_t pre[8 + IPV6_HLEN + UDP_HLEN];
-	uint32_t crc = uroce_crc32(0, pre, put_pre(pre, a, len));
+	uint32_t crc = uroce_crc32(0, pre, put_base(pre, a));
 
 	if (m) {
 		m->crc = crc;
@@ -219,11 +235,9 @@ static __attribute__((noinline)) uint32_t pre_fill(struct pre_memo *m, const str
 	return crc;
 }
 
-/* The CRC of the prefix up to the BTH for IPv4 ID 0 (any ID over IPv6, which has none). */
-static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
+uint32_t uroce_icrc_base(const struct uroce_icrc_addr *a)
 {
-	struct pre_key k = { .x = (uint64_t)(uint32_t)len | (uint64_t)a->sport << 32 |
-				  (uint64_t)a->dport << 48,
+	struct pre_key k = { .x = (uint64_t)a->sport | (uint64_t)a->dport << 16,
 			     .family = (uint64_t)(unsigned)a->family };
 	struct pre_memo_block *b = memo_get();
 	struct pre_memo *set;
@@ -242,7 +256,7 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 		k.w[2] = v;
 	}
 	if (!b)
-		return pre_fill(NULL, &k, a, len);
+		return base_fill(NULL, &k, a);
 	h = (k.x ^ k.w[0] ^ k.w[1] * 3 ^ k.w[2] * 5 ^ k.w[3] * 7) * 0x9E3779B97F4A7C15ull;
 	set_no = (unsigned)(h >> (64 - PRE_MEMO_SET_BITS));
 	set = &b->e[set_no * PRE_MEMO_WAYS];
@@ -254,7 +268,7 @@ static uint32_t pre_crc(const struct uroce_icrc_addr *a, size_t len)
 			return m->crc;
 	}
 	b->misses++;
-	return pre_fill(&set[b->next[set_no]++ % PRE_MEMO_WAYS], &k, a, len);
+	return base_fill(&set[b->next[set_no]++ % PRE_MEMO_WAYS], &k, a);
 }
 
 uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id)
@@ -264,9 +278,14 @@ uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id)
 	return pre;
 }
 
+uint32_t uroce_icrc_pre_base(uint32_t base, int family, uint16_t ip_id, size_t len)
+{
+	return uroce_icrc_with_id(with_len(base, family, len), family, ip_id);
+}
+
 uint32_t uroce_icrc_pre(const struct uroce_icrc_addr *a, uint16_t ip_id, size_t len)
 {
-	return uroce_icrc_with_id(pre_crc(a, len), a->family, ip_id);
+	return uroce_icrc_pre_base(uroce_icrc_base(a), a->family, ip_id, len);
 }
 
 uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *bth,
@@ -286,27 +305,33 @@ uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const 
  * 64-byte blocks leaves ISA-L no tail to finish byte by byte: a 4 KiB packet's ICRC ran at
  * 33.6 GB/s with the first 16, 32, 48 or 64 bytes in the first call, 40.4 with 12
  * (icrc_bench). */
-static uint32_t icrc_of(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *pkt,
-			size_t len)
+static uint32_t icrc_of(uint32_t base, int family, uint16_t ip_id, const uint8_t *pkt, size_t len)
 {
 	size_t n = len - UROCE_ICRC_LEN;
+	uint32_t pre = uroce_icrc_pre_base(base, family, ip_id, len);
 
 	if (n <= UROCE_ICRC_SMALL) {
 		uint8_t b[UROCE_ICRC_SMALL];
 
 		memcpy(b, pkt, n);
 		b[4] = 0xFF;                            /* BTH byte 4 */
-		return uroce_crc32(uroce_icrc_pre(a, ip_id, len), b, n);
+		return uroce_crc32(pre, b, n);
 	}
-	return uroce_crc32(uroce_icrc_head(a, ip_id, pkt, len), pkt + UROCE_BTH_LEN,
-			   n - UROCE_BTH_LEN);
+	{
+		uint8_t b[UROCE_BTH_LEN];
+
+		memcpy(b, pkt, UROCE_BTH_LEN);
+		b[4] = 0xFF;                            /* BTH byte 4 */
+		pre = uroce_crc32(pre, b, UROCE_BTH_LEN);
+	}
+	return uroce_crc32(pre, pkt + UROCE_BTH_LEN, n - UROCE_BTH_LEN);
 }
 
 uint32_t uroce_icrc_compute(const struct uroce_icrc_addr *a, const uint8_t *pkt, size_t len)
 {
 	if (len < MIN_PKT)
 		return 0;
-	return icrc_of(a, 0, pkt, len);
+	return icrc_of(uroce_icrc_base(a), a->family, 0, pkt, len);
 }
 
 void uroce_icrc_set(const struct uroce_icrc_addr *a, uint8_t *pkt, size_t len)
@@ -386,11 +411,11 @@ static uint32_t gf2_mulmod(uint32_t a, uint32_t b)
 	return r;
 }
 
-/* The CRC of a short message (at most 32 bytes) with zero init and no final xor (the
+/* The CRC of a short message (at most 64 bytes) with zero init and no final xor (the
  * linear part). */
 static uint32_t crc_lin(const uint8_t *m, size_t n)
 {
-	static const uint8_t zeros[32];
+	static const uint8_t zeros[64];
 
 	return uroce_crc32(0, m, n) ^ uroce_crc32(0, zeros, n);
 }
@@ -413,7 +438,7 @@ __attribute__((constructor)) static void solver_init(void)
 	__builtin_cpu_init();   /* constructors may run before libgcc's own */
 	have_avx = __builtin_cpu_supports("avx");
 #endif
-	/* The ID's share of the prefix CRC (pre_crc): each ID byte, the other one zero, with
+	/* The ID's share of the prefix CRC (uroce_icrc_with_id): each ID byte, the other one zero, with
 	 * the 22 bytes that follow it up to the BTH. */
 	for (int byte = 0; byte < 256; byte++) {
 		uint8_t m[2 + IPV4_HLEN - IPV4_ID_OFF - 2 + UDP_HLEN] = { 0 };
@@ -425,6 +450,22 @@ __attribute__((constructor)) static void solver_init(void)
 		id_lin[1][byte] = crc_lin(m, sizeof(m));
 	}
 
+	/* The lengths' shares (with_len): each byte of each field, followed by the bytes after
+	 * it up to the BTH: 3 and 2 after the UDP length's, 25 and 24 after the IPv4 total
+	 * length's (IPv4 bytes 4..19, the UDP header), 43 and 42 after the IPv6 payload
+	 * length's (IPv6 bytes 6..39, the UDP header). */
+	{
+		static const uint8_t after[3] = { 3, 25, 43 };
+
+		for (int f = 0; f < 3; f++)
+			for (int k = 0; k < 2; k++)     /* the high byte, then the low */
+				for (int byte = 0; byte < 256; byte++) {
+					uint8_t m[1 + 43] = { 0 };
+
+					m[0] = (uint8_t)byte;
+					len_lin[f][k][byte] = crc_lin(m, 1u + after[f] - (unsigned)k);
+				}
+	}
 	for (int i = 0; i < 8; i++)
 		v = div_x(v);
 	solver.xinv8[0] = v;
@@ -508,9 +549,9 @@ static int solve_id(uint32_t d, uint16_t *id)
 	return 0;
 }
 
-enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, const uint8_t *pkt,
-					      size_t len, unsigned flags, uint16_t id_hint,
-					      uint16_t *ip_id)
+static enum uroce_icrc_status verify_hint(const struct uroce_icrc_addr *a, uint32_t base,
+					  const uint8_t *pkt, size_t len, unsigned flags,
+					  uint16_t id_hint, uint16_t *ip_id)
 {
 	uint32_t rx, delta, d;
 	uint16_t id;
@@ -520,7 +561,7 @@ enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, c
 	if (a->family != AF_INET)
 		id_hint = 0;   /* no Identification in IPv6 */
 	rx = uroce_get_le32(pkt + len - UROCE_ICRC_LEN);
-	delta = icrc_of(a, id_hint, pkt, len) ^ rx;
+	delta = icrc_of(base, a->family, id_hint, pkt, len) ^ rx;
 	if (!delta) {
 		if (ip_id)
 			*ip_id = id_hint;
@@ -538,6 +579,13 @@ enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, c
 		return UROCE_ICRC_OK_ID;
 	}
 	return UROCE_ICRC_BAD;
+}
+
+enum uroce_icrc_status uroce_icrc_verify_hint(const struct uroce_icrc_addr *a, const uint8_t *pkt,
+					      size_t len, unsigned flags, uint16_t id_hint,
+					      uint16_t *ip_id)
+{
+	return verify_hint(a, uroce_icrc_base(a), pkt, len, flags, id_hint, ip_id);
 }
 
 enum uroce_icrc_status uroce_icrc_verify(const struct uroce_icrc_addr *a, const uint8_t *pkt,
@@ -601,6 +649,14 @@ enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struc
 					   const uint8_t *pkt, size_t len, uint16_t id_hint,
 					   uint64_t *now, uint16_t *ip_id)
 {
+	return uroce_icrc_rx_check_base(rx, a, uroce_icrc_base(a), pkt, len, id_hint, now, ip_id);
+}
+
+enum uroce_icrc_status uroce_icrc_rx_check_base(struct uroce_icrc_rx *rx,
+						const struct uroce_icrc_addr *a, uint32_t base,
+						const uint8_t *pkt, size_t len, uint16_t id_hint,
+						uint64_t *now, uint16_t *ip_id)
+{
 	struct uroce_icrc_peer *set, *p = NULL;
 	enum uroce_icrc_status st;
 	uint32_t src, dst, qpn;
@@ -610,7 +666,7 @@ enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struc
 
 	if (ip_id)
 		*ip_id = 0;
-	st = uroce_icrc_verify_hint(a, pkt, len, UROCE_ICRC_RX_SOLVE_ID, id_hint, &id);
+	st = verify_hint(a, base, pkt, len, UROCE_ICRC_RX_SOLVE_ID, id_hint, &id);
 	if (st == UROCE_ICRC_BAD || a->family != AF_INET)
 		return st;
 	if (ip_id)
@@ -622,11 +678,20 @@ enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struc
 	memcpy(&src, &a->src.v4, 4);
 	memcpy(&dst, &a->dst.v4, 4);
 	qpn = (uroce_get_be32(pkt + 4) & 0xFFFFFFu) | 1u << 31;  /* BTH DestQP (len >= 16) */
-	set = peer_set(rx, src, dst);
-	for (int w = 0; w < PEER_WAYS; w++)
-		if (set[w].last_ns && set[w].src == src && set[w].dst == dst)
-			p = &set[w];
+	/* The sender of the last packet first: a stream's packets come from one.  A sender
+	 * is in one way of its set at most (a new one is placed only when none matched). */
+	if (rx->last_peer) {
+		struct uroce_icrc_peer *q = &rx->peer[rx->last_peer - 1];
 
+		if (q->last_ns && q->src == src && q->dst == dst)
+			p = q;
+	}
+	if (!p) {
+		set = peer_set(rx, src, dst);
+		for (int w = 0; w < PEER_WAYS && !p; w++)
+			if (set[w].last_ns && set[w].src == src && set[w].dst == dst)
+				p = &set[w];
+	}
 	if (!p) {
 		/* Never seen (or forgotten): any ID.  Take a free way, else the one that has
 		 * gone the most packets without one accepted. */
@@ -644,8 +709,10 @@ enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struc
 	}
 
 	for (int r = 0; r < UROCE_ICRC_RUNS; r++)
-		if (p->runs[r].qpn == qpn && p->runs[r].sport == a->sport)
-			run = r;
+		if (p->runs[r].qpn == qpn && p->runs[r].sport == a->sport) {
+			run = r;    /* a run is in one slot at most (placed when none matched) */
+			break;
+		}
 	/* What uroce sends: ID 0 (single packets), k for segment k of a GSO send, which is
 	 * either its index in our GRO buffer or the one after the previous segment. */
 	uroce = id == 0 || id == id_hint || (run >= 0 && id == p->runs[run].next);
@@ -682,6 +749,7 @@ enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struc
 	p->misses = 0;
 accepted:
 	p->used = ++rx->tick;
+	rx->last_peer = (uint16_t)(p - rx->peer + 1);
 	/* The run this packet continues (or starts), for the next segment after it. */
 	if (run < 0) {
 		run = p->run_rr;

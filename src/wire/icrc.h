@@ -21,7 +21,7 @@
  *
  * All calls are pure functions of their arguments (a few constant tables are
  * built at load time), thread-safe, and never read outside the buffers given.  The
- * pseudo-header's CRC is memoised per thread (uroce_icrc_pre), in a small block
+ * addresses' part of the pseudo-header's CRC is memoised per thread (uroce_icrc_base), in a small block
  * allocated at the thread's first call and freed when it exits; without it (an
  * allocation that failed) the calls compute everything, with the same results.
  */
@@ -83,9 +83,19 @@ uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const 
  * The CRC of the pseudo-header before the BTH alone (8 bytes of ones, the masked IP and UDP
  * headers) for a @len-byte UDP payload and IPv4 Identification @ip_id:
  * uroce_crc32(pre, <the BTH with byte 4 set to ones, then the packet up to its ICRC slot>)
- * is the ICRC.  Memoised per thread (icrc.c), so a stream pays for it once per length.
+ * is the ICRC.  The addresses' part is memoised per thread (icrc.c), the length's and the
+ * ID's are table lookups.
  */
 uint32_t uroce_icrc_pre(const struct uroce_icrc_addr *a, uint16_t ip_id, size_t len);
+
+/* The CRC of that pseudo-header with both length fields and the Identification zero: a
+ * function of the addresses and ports alone, which a caller that sends or receives a
+ * stream can keep (netio does, per destination and per source) and pass to the _base
+ * calls, instead of the memo's lookup in every call.  Memoised per thread. */
+uint32_t uroce_icrc_base(const struct uroce_icrc_addr *a);
+
+/* uroce_icrc_pre from the base of its addresses (uroce_icrc_base(a), a->family). */
+uint32_t uroce_icrc_pre_base(uint32_t base, int family, uint16_t ip_id, size_t len);
 
 /* uroce_icrc_pre for Identification @ip_id from its value @pre for ID 0 (the same
  * addresses and length): a GSO run's packets differ only in it. */
@@ -182,12 +192,19 @@ struct uroce_icrc_peer {
 struct uroce_icrc_rx {
 	struct uroce_icrc_peer peer[UROCE_ICRC_PEERS];
 	uint32_t tick;              /* accepted IPv4 packets, for replacement */
+	uint16_t last_peer;         /* 1 + the index of the last accepted packet's sender */
 	bool any_id;
 };
 
 enum uroce_icrc_status uroce_icrc_rx_check(struct uroce_icrc_rx *rx, const struct uroce_icrc_addr *a,
 					   const uint8_t *pkt, size_t len, uint16_t id_hint,
 					   uint64_t *now_ns, uint16_t *ip_id);
+
+/* uroce_icrc_rx_check with @base = uroce_icrc_base(a) given (the caller keeps it). */
+enum uroce_icrc_status uroce_icrc_rx_check_base(struct uroce_icrc_rx *rx,
+						const struct uroce_icrc_addr *a, uint32_t base,
+						const uint8_t *pkt, size_t len, uint16_t id_hint,
+						uint64_t *now_ns, uint16_t *ip_id);
 
 /*
  * ICRC computed over a captured frame's own IP header.  @ip/@ip_len is the IP
