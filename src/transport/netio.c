@@ -1153,7 +1153,8 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	struct uroce_rxpkt p;
 	enum uroce_rx_err e;
 
-	memset(&p, 0, sizeof(p));
+	/* Every field is set below before fn sees it; p.pkt by uroce_pkt_validate, which
+	 * zeroes it first. */
 	memcpy(p.src.gid, &from->sin6_addr, 16);
 	p.src.port = ntohs(from->sin6_port);
 	memcpy(p.dgid, meta->dst, 16);

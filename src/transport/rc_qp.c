@@ -417,20 +417,16 @@ int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len)
 
 void uroce_rc_send_ack(struct uroce_rc *rc, uint8_t syndrome, uint32_t psn)
 {
-	struct uroce_pkt p = { 0 };
-	uint8_t *pl;
-	size_t len;
+	/* The BTH uroce_rc_build gives every packet of the QP; no payload, so no pad. */
+	struct uroce_bth bth = { .opcode = UROCE_OP_ACK, .pkey = UROCE_PKEY_DEFAULT,
+				 .tver = UROCE_TVER, .dqpn = rc->qp->attr.dest_qp_num,
+				 .psn = psn_mask(psn) };
 
-	p.bth.opcode = UROCE_OP_ACK;
-	p.bth.psn = psn_mask(psn);
-	p.aeth.syndrome = syndrome;
-	p.aeth.msn = psn_mask(rc->msn);
-	len = uroce_rc_build(rc, &p, 0, &pl);
-	if (len) {
-		uroce_rc_xmit(rc, rc->scratch, len);
-		if (uroce_aeth_kind(syndrome) == UROCE_AETH_ACK)
-			rc->st.acks_tx++;
-	}
+	uroce_ack_put(rc->scratch, &bth, syndrome, psn_mask(rc->msn));
+	memset(rc->scratch + UROCE_ACK_HDR_LEN, 0, UROCE_ICRC_LEN);
+	uroce_rc_xmit(rc, rc->scratch, UROCE_ACK_HDR_LEN + UROCE_ICRC_LEN);
+	if (uroce_aeth_kind(syndrome) == UROCE_AETH_ACK)
+		rc->st.acks_tx++;
 }
 
 /* ------------------------------------------------------------ memory */

@@ -49,6 +49,13 @@ void uroce_bth_put(uint8_t *b, const struct uroce_bth *h)
 	uroce_put_be24(b + 9, h->psn);
 }
 
+void uroce_ack_put(uint8_t *b, const struct uroce_bth *h, uint8_t syndrome, uint32_t msn)
+{
+	uroce_bth_put(b, h);
+	b[UROCE_BTH_LEN] = syndrome;                   /* IBA 9.3.5 */
+	uroce_put_be24(b + UROCE_BTH_LEN + 1, msn);
+}
+
 /* Decode every extension header the table says @op carries. */
 static void decode_eths(const uint8_t *b, const struct uroce_opcode_info *op, struct uroce_pkt *p)
 {

@@ -517,6 +517,13 @@ long uroce_pkt_build_hdrs(uint8_t *buf, size_t cap, const struct uroce_pkt *p);
  * of a message) from one template. */
 void uroce_bth_put(uint8_t *buf, const struct uroce_bth *h);
 
+/* The headers of an Acknowledge packet (IBA 9.7.5.1; opcode @h->opcode, an RC or XRC
+ * ACKNOWLEDGE): the BTH @h and an AETH of @syndrome and @msn, UROCE_ACK_HDR_LEN bytes at
+ * @buf, as uroce_pkt_build_hdrs writes them.  A responder sends one for nearly every
+ * request it takes, so this skips the table-driven encoder. */
+#define UROCE_ACK_HDR_LEN (UROCE_BTH_LEN + 4)
+void uroce_ack_put(uint8_t *buf, const struct uroce_bth *h, uint8_t syndrome, uint32_t msn);
+
 /*
  * Write a whole packet: headers (as uroce_pkt_build_hdrs), p->payload_len bytes
  * from p->payload, p->bth.padcnt pad bytes from p->pad, and p->icrc little-endian.
