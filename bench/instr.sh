@@ -87,15 +87,16 @@ run() {
 	fi
 }
 # figures FILE RX: the inclusive counts of ibv_post_send, the transport's poll and RX,
-# and the self counts of ISA-L, summed over the profile's functions
+# and the self counts of ISA-L, summed over the profile's functions (a name may carry the
+# suffix of a clone the compiler made: rx_one.constprop.0 in a build with LTO)
 figures() {
 	{ callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | sed 's/^/I /'
 	  callgrind_annotate --inclusive=no --threshold=100 "$1" 2>/dev/null | sed 's/^/S /'; } |
-		awk -v rx="$2" '
+		awk -v rx="$2" -v sfx='(\\.(constprop|isra|lto_priv|part)\\.[0-9]+)* \\[' '
 		function num(s) { gsub(",", "", s); return s + 0 }
-		$1 == "I" && $0 ~ "qp.c:uroce_qp_post_send \\[" && num($2) > post { post = num($2) }
-		$1 == "I" && $0 ~ "engine.c:uroce_transport_poll \\[" && num($2) > poll { poll = num($2) }
-		$1 == "I" && $0 ~ rx " \\[" && num($2) > recv { recv = num($2) }
+		$1 == "I" && $0 ~ "qp.c:uroce_qp_post_send" sfx && num($2) > post { post = num($2) }
+		$1 == "I" && $0 ~ "engine.c:uroce_transport_poll" sfx && num($2) > poll { poll = num($2) }
+		$1 == "I" && $0 ~ rx sfx && num($2) > recv { recv = num($2) }
 		$1 == "S" && /libisal/ { isal += num($2) }
 		END { printf "%d %d %d %d\n", post, poll, recv, isal }'
 }

@@ -337,6 +337,24 @@ static void rx_release(struct rx_batch *b)
 	pthread_mutex_unlock(&b->eng->ctx->lock);
 }
 
+static void flush_batch_ack(struct uroce_qp *qp, struct uroce_rc *rc);
+
+/* The end of a receive batch's deliveries from one link.  When the QP still held is the
+ * only one whose ACK waits for the batch's end (one stream: the common case), that ACK is
+ * settled here, under the locks the batch holds and inside its cork, instead of by
+ * flush_batch_acks taking ctx->lock and the QP's lock again: two lock pairs of a
+ * ping-pong's nine a hop. */
+static void rx_end(struct rx_batch *b)
+{
+	struct uroce_qp *qp = b->held;
+
+	if (qp && b->nacks == 1 && !b->acks_overflow && b->acks[0] == qp->qpx.qp_base.qp_num) {
+		flush_batch_ack(qp, uroce_rc_of(qp));
+		b->nacks = 0;
+	}
+	rx_release(b);
+}
+
 /* RC input under the held locks; releases them when uroce_rc_unlock_qp has work to do. */
 static void rx_rc(struct rx_batch *b, struct uroce_qp *qp, struct uroce_rxpkt *p)
 {
@@ -732,10 +750,10 @@ static int poll_batch(struct uroce_engine *eng, bool *more, bool udp)
 				       : uroce_netio_poll_spin(eng->nio, RX_BUDGET, rx_one, &b);
 		udp_empty = n ? 0 : udp_empty + 1;
 	}
-	rx_release(&b);
+	rx_end(&b);
 	if (eng->shm) {
 		m = uroce_shm_poll(eng->shm, RX_BUDGET, rx_one, &b);
-		rx_release(&b);
+		rx_end(&b);
 	}
 	*more = n == RX_BUDGET || m == RX_BUDGET;
 	n += m;
