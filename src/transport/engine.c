@@ -1918,6 +1918,14 @@ int uroce_transport_poll(struct uroce_context *ctx)
 	 * when nothing else is runnable here, and with autogroups it gives way only within
 	 * our session, so a lone spinner keeps its CPU. */
 	if (got) {
+		/* Two or more empty drains just before this one: the thread was spinning, and
+		 * its empty drains renewed the lease and looked at the timers at most
+		 * POLL_CLOCK_EVERY drains ago (microseconds, against a lease of hundreds).
+		 * Then this poll leaves both to its next empty drains and returns without a
+		 * clock read: that read, 23 ns here, came between a ping-pong's arriving
+		 * packet and the application seeing it, every hop. */
+		bool spinning = empties >= 2;
+
 		idle = 0;
 		empties = 0;
 		/* A thread whose polls keep finding packets (a stream's ACKs between its
@@ -1927,7 +1935,7 @@ int uroce_transport_poll(struct uroce_context *ctx)
 		 * holds (a futex wait and two context switches per ACK: 13% of an
 		 * ib_write_bw sender's CPU over UDP).  A clock read per such poll: it has
 		 * just processed packets, which costs far more. */
-		if (eng->lease_ns) {
+		if (eng->lease_ns && !spinning) {
 			uint64_t gap;
 
 			now = uroce_rc_clock();

@@ -1238,7 +1238,11 @@ static int netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn,
 	}
 	spin = spin && nio->rx_was_empty;
 again:
-	atomic_store(&nio->rx_missed, false);
+	/* Cleared only when set: a seq_cst store is an XCHG, on every poll of a busy poller.
+	 * Only the holder clears it, so a flag set after this load stays set for the holder's
+	 * look after its unlock, as after an unconditional clear. */
+	if (atomic_load_explicit(&nio->rx_missed, memory_order_relaxed))
+		atomic_store(&nio->rx_missed, false);
 	while (done < budget && !stop) {
 		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
 		int got;
