@@ -1054,7 +1054,8 @@ int uroce_netio_send(struct uroce_netio_tx *tx, const struct uroce_netaddr *dst,
 				pre0 = uroce_icrc_pre_base(tx->base, tx->family, 0, p->len);
 				pre_len = p->len;
 			}
-			put_icrc(p, uroce_netio_icrc_pre(uroce_icrc_with_id(pre0, tx->family, (uint16_t)cnt),
+			put_icrc(p, uroce_netio_icrc_pre(cnt ? uroce_icrc_with_id(pre0, tx->family, (uint16_t)cnt)
+							     : pre0,
 							 p->iov, p->iovcnt, p->len));
 			/* A piece that continues the previous one in memory (the engine lays a
 			 * packet's tail right before the next packet's headers) extends it: the

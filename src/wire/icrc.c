@@ -271,21 +271,31 @@ uint32_t uroce_icrc_base(const struct uroce_icrc_addr *a)
 	return base_fill(&set[b->next[set_no]++ % PRE_MEMO_WAYS], &k, a);
 }
 
-uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id)
+static inline uint32_t with_id(uint32_t pre, int family, uint16_t ip_id)
 {
 	if (ip_id && family != AF_INET6)
 		pre ^= id_lin[0][ip_id >> 8] ^ id_lin[1][ip_id & 0xFF];
 	return pre;
 }
 
+static inline uint32_t pre_base(uint32_t base, int family, uint16_t ip_id, size_t len)
+{
+	return with_id(with_len(base, family, len), family, ip_id);
+}
+
+uint32_t uroce_icrc_with_id(uint32_t pre, int family, uint16_t ip_id)
+{
+	return with_id(pre, family, ip_id);
+}
+
 uint32_t uroce_icrc_pre_base(uint32_t base, int family, uint16_t ip_id, size_t len)
 {
-	return uroce_icrc_with_id(with_len(base, family, len), family, ip_id);
+	return pre_base(base, family, ip_id, len);
 }
 
 uint32_t uroce_icrc_pre(const struct uroce_icrc_addr *a, uint16_t ip_id, size_t len)
 {
-	return uroce_icrc_pre_base(uroce_icrc_base(a), a->family, ip_id, len);
+	return pre_base(uroce_icrc_base(a), a->family, ip_id, len);
 }
 
 uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const uint8_t *bth,
@@ -308,7 +318,7 @@ uint32_t uroce_icrc_head(const struct uroce_icrc_addr *a, uint16_t ip_id, const 
 static uint32_t icrc_of(uint32_t base, int family, uint16_t ip_id, const uint8_t *pkt, size_t len)
 {
 	size_t n = len - UROCE_ICRC_LEN;
-	uint32_t pre = uroce_icrc_pre_base(base, family, ip_id, len);
+	uint32_t pre = pre_base(base, family, ip_id, len);
 
 	if (n <= UROCE_ICRC_SMALL) {
 		uint8_t b[UROCE_ICRC_SMALL];
