@@ -1823,12 +1823,20 @@ bool uroce_transport_post(struct uroce_qp *qp)
 			}
 			quiet = now - eq->resp_moved >= UROCE_RC_ACK_DEFER_IF_REQ_NS;
 		}
+		/* The clock read that times the retransmission and stamps last_req waits until
+		 * the packets have left (uroce_rc_stamp): it no longer comes between the
+		 * application's post and its packets' sendmsg. */
+		if (rc)
+			rc->stamp_late = true;
 		uroce_rc_requester(qp, true);
 		if (quiet && eq->nbatch && eq->nbatch < AUTOCORK_PKTS && rc->io.arg == eq) {
 			park(eq, rc, now);
+			uroce_rc_stamp(rc);
 			return true;
 		}
 		uncork(eq);
+		if (rc)
+			uroce_rc_stamp(rc);
 	}
 	return true;
 }

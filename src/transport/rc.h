@@ -252,6 +252,10 @@ struct uroce_rc {
 	uint64_t t_ack;                  /* a deferred ACK leaves at the latest then */
 	uint64_t t_busy;                 /* the requester looks at io.busy again then */
 	uint64_t last_req;               /* when the requester last sent a packet (clock ns) */
+	/* A post's requester run (stamp_late, set by the engine around it) leaves the clock
+	 * read, the retransmission timer and last_req to uroce_rc_stamp, after the packets
+	 * have left: between an application's post and its sendmsg they cost a clock read. */
+	bool stamp_late, stamp_retrans, stamp_req;
 	uint8_t backoff;                 /* local ACK timeouts in a row without progress (max 4) */
 
 	/* responder */
@@ -301,6 +305,10 @@ void uroce_rc_detach(struct uroce_qp *qp);
 void uroce_rc_to_rts(struct uroce_qp *qp);
 /* Run the requester (caller also holds sq.lock when @sq_locked). */
 void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked);
+/* The requester's run with rc->stamp_late set: its packets have left (or are parked);
+ * arm the retransmission timer and stamp last_req as the run would have, and clear
+ * stamp_late.  Under the QP's lock, right after that run. */
+void uroce_rc_stamp(struct uroce_rc *rc);
 /* Return to io.credit_give the credits of PSNs acknowledged since (all of them with @all:
  * the QP stops sending, at error or detach).  Under the QP's lock. */
 void uroce_rc_credit_sync(struct uroce_rc *rc, bool all);

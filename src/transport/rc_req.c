@@ -221,6 +221,33 @@ static uint64_t req_clock(uint64_t *now)
 	return *now;
 }
 
+/* Packets were just built: arm the retransmission timer (IBA 9.7.6.1.1) if it is off, now,
+ * or, in a post's run (stamp_late), once they have left (uroce_rc_stamp). */
+static void arm_retrans(struct uroce_rc *rc, uint64_t *now)
+{
+	if (rc->t_retrans)
+		return;
+	if (rc->stamp_late)
+		rc->stamp_retrans = true;
+	else
+		uroce_rc_timer_retrans_arm_at(rc, req_clock(now));
+}
+
+void uroce_rc_stamp(struct uroce_rc *rc)
+{
+	uint64_t now;
+
+	rc->stamp_late = false;
+	if (!rc->stamp_retrans && !rc->stamp_req)
+		return;
+	now = uroce_rc_clock();
+	if (rc->stamp_retrans && !rc->t_retrans)
+		uroce_rc_timer_retrans_arm_at(rc, now);
+	if (rc->stamp_req)
+		rc->last_req = now;
+	rc->stamp_retrans = rc->stamp_req = false;
+}
+
 /* Build and send the next packet of WQE @w (the run's clock in *now, req_clock).  Returns
  * false when the WQE failed. */
 static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, struct uroce_rc_swqe *sw,
@@ -358,8 +385,7 @@ static bool build_one(struct uroce_rc *rc, uint32_t idx, struct uroce_wqe *w, st
 		rc->req_idx++;
 		rc->req_off = 0;
 	}
-	if (!rc->t_retrans)
-		uroce_rc_timer_retrans_arm_at(rc, req_clock(now));
+	arm_retrans(rc, now);
 	return true;
 }
 
@@ -419,8 +445,8 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 			rc->high_psn = rc->req_psn;
 		sent = true;
 	}
-	if (sent && !rc->t_retrans)
-		uroce_rc_timer_retrans_arm_at(rc, req_clock(now));
+	if (sent)
+		arm_retrans(rc, now);
 }
 
 void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
@@ -536,8 +562,12 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 		}
 	}
 	/* A deferred ACK follows the request packets just sent (rc_resp.c, acknowledge). */
-	if (rc->io.defer_timed && rc->req_psn != start_psn)
-		rc->last_req = req_clock(&now);
+	if (rc->io.defer_timed && rc->req_psn != start_psn) {
+		if (rc->stamp_late)
+			rc->stamp_req = true;
+		else
+			rc->last_req = req_clock(&now);
+	}
 	if (rc->ack_pending && rc->req_psn != start_psn)
 		uroce_rc_flush_ack(rc);
 	if (!sq_locked)
