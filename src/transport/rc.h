@@ -351,6 +351,10 @@ int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len);
 #define UROCE_RC_XMITV_MAX 2
 int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const struct iovec *data,
 			 unsigned ndata);
+/* Set the BTH fields every packet of the QP carries: the default P_Key, TVer 0 (IBA
+ * 9.2.5), the destination QP.  uroce_rc_build does it; a packet built without it (an
+ * ACK, a burst's template) calls it. */
+void uroce_rc_bth_fill(const struct uroce_rc *rc, struct uroce_bth *b);
 /* Build a packet from @p's headers plus @payload_len bytes gathered by the caller at
  * the returned payload pointer; returns the packet length, the payload pointer via @pl. */
 size_t uroce_rc_build(struct uroce_rc *rc, struct uroce_pkt *p, uint32_t payload_len, uint8_t **pl);

@@ -388,15 +388,20 @@ void uroce_rc_input(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 
 /* ------------------------------------------------------------ build and send */
 
+void uroce_rc_bth_fill(const struct uroce_rc *rc, struct uroce_bth *b)
+{
+	b->pkey = UROCE_PKEY_DEFAULT;
+	b->tver = UROCE_TVER;
+	b->dqpn = rc->qp->attr.dest_qp_num;
+}
+
 size_t uroce_rc_build(struct uroce_rc *rc, struct uroce_pkt *p, uint32_t payload_len, uint8_t **pl)
 {
 	long hl;
 	unsigned pad = uroce_pad_for(payload_len);
 
 	p->bth.padcnt = (uint8_t)pad;
-	p->bth.pkey = UROCE_PKEY_DEFAULT;
-	p->bth.tver = UROCE_TVER;
-	p->bth.dqpn = rc->qp->attr.dest_qp_num;
+	uroce_rc_bth_fill(rc, &p->bth);
 	hl = uroce_pkt_build_hdrs(rc->scratch, UROCE_RC_MAX_PKT, p);
 	if (hl < 0)
 		return 0;
@@ -417,11 +422,9 @@ int uroce_rc_xmit(struct uroce_rc *rc, uint8_t *pkt, size_t len)
 
 void uroce_rc_send_ack(struct uroce_rc *rc, uint8_t syndrome, uint32_t psn)
 {
-	/* The BTH uroce_rc_build gives every packet of the QP; no payload, so no pad. */
-	struct uroce_bth bth = { .opcode = UROCE_OP_ACK, .pkey = UROCE_PKEY_DEFAULT,
-				 .tver = UROCE_TVER, .dqpn = rc->qp->attr.dest_qp_num,
-				 .psn = psn_mask(psn) };
+	struct uroce_bth bth = { .opcode = UROCE_OP_ACK, .psn = psn_mask(psn) };   /* no pad */
 
+	uroce_rc_bth_fill(rc, &bth);
 	uroce_ack_put(rc->scratch, &bth, syndrome, psn_mask(rc->msn));
 	memset(rc->scratch + UROCE_ACK_HDR_LEN, 0, UROCE_ICRC_LEN);
 	uroce_rc_xmit(rc, rc->scratch, UROCE_ACK_HDR_LEN + UROCE_ICRC_LEN);

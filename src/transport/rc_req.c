@@ -404,8 +404,7 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 	struct uroce_qp *qp = rc->qp;
 	uint32_t mtu = rc->mtu, off = rc->req_off, start = off;
 	uint8_t hdr[UROCE_BTH_LEN], tail[UROCE_ICRC_LEN] = { 0 };
-	struct uroce_bth bth = { .pkey = UROCE_PKEY_DEFAULT, .tver = UROCE_TVER,
-				 .dqpn = qp->attr.dest_qp_num };
+	struct uroce_bth bth = { 0 };
 	const uint8_t *base;
 	bool sent = false;
 
@@ -419,6 +418,7 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 	base = uroce_rc_local_ptr(qp, &w->sge[0], off, sw->len - off, 0);
 	if (!base)
 		return;   /* build_one reports it at the next packet */
+	uroce_rc_bth_fill(rc, &bth);
 	bth.opcode = msg_opcode(w, off, mtu, sw->len);
 	while (off + mtu < sw->len) {
 		uint32_t psn = psn_add(sw->first_psn, off / mtu);
