@@ -46,11 +46,14 @@ static int rx_socket_new(const struct uroce_dev *dev)
 	 * IP_MULTICAST_ALL / IPV6_MULTICAST_ALL off: a member receives only the multicast
 	 * groups joined on it (a client's ibv_attach_mcast, docs/ud-uc.md).  Linux's
 	 * default for an AF_INET6 socket is on for IPv6 groups, which would hand every
-	 * member and the daemon's socket a copy of every IPv6 group joined on the host. */
+	 * member and the daemon's socket a copy of every IPv6 group joined on the host.
+	 * SO_REUSEADDR: a client's connected receive socket binds our address and port
+	 * beside the group without joining it (transport/netio.c). */
 	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev->info.netdev,
 		       (socklen_t)strlen(dev->info.netdev) + 1) < 0 ||
 	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {

@@ -51,6 +51,8 @@
 #pragma weak uroce_netio_send
 #pragma weak uroce_netio_poll
 #pragma weak uroce_netio_count_misrouted
+#pragma weak uroce_netio_watch
+#pragma weak uroce_netio_is_event
 #endif
 
 #define PARK_MAX 64                      /* QPs flush_parked visits by number (Autocork) */
@@ -1009,10 +1011,7 @@ static void lease_renew(struct uroce_engine *eng, uint64_t stamp)
  * socket put back with data queued reports it at the next epoll_wait. */
 static void sock_watch(struct uroce_engine *eng, bool on)
 {
-	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLET : 0 };
-
-	ev.data.fd = uroce_netio_fd(eng->nio);
-	epoll_ctl(eng->epfd, EPOLL_CTL_MOD, ev.data.fd, &ev);
+	uroce_netio_watch(eng->nio, eng->epfd, on);
 	atomic_store(&eng->sock_off, !on);
 }
 
@@ -1137,8 +1136,8 @@ static void *progress_thread(void *arg)
 				if (read(eng->efd, &v, sizeof(v)) < 0) {
 					/* already drained */
 				}
-			} else if (ev[i].data.fd == uroce_netio_fd(eng->nio)) {
-				sock = true;
+			} else if (uroce_netio_is_event(eng->nio, ev[i].data.u64)) {
+				sock = true;   /* the group member or a connected socket */
 			} else if (eng->shm && ev[i].data.fd == uroce_shm_fd(eng->shm)) {
 				/* A peer's records, or new / dead links (shm.h). */
 				uroce_shm_wakeup(eng->shm);
@@ -1316,8 +1315,7 @@ static int engine_start(struct uroce_context *ctx, struct uroce_engine **out)
 	 * data left behind is covered by drain() reading until empty, netio's hand-off
 	 * between concurrent pollers (rx_missed) and uroce_transport_poll's doorbell when it
 	 * stops at its budget. */
-	ev.data.fd = uroce_netio_fd(eng->nio);
-	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+	uroce_netio_watch(eng->nio, eng->epfd, true);
 	ev.events = EPOLLIN;
 	ev.data.fd = eng->tfd;
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->tfd, &ev);
@@ -2054,7 +2052,7 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			"tx_gso_sends=%llu shm_tx_packets=%llu shm_rx_packets=%llu shm_wakeups_tx=%llu "
 			"shm_tx_waits=%llu shm_tx_full=%llu credit_waits=%llu tx_sockets_max=%llu park_walks=%llu "
 			"timer_walks=%llu timer_deferred=%llu rx_socket_drops=%llu lease_looks=%llu "
-			"lease_backoffs=%llu\n",
+			"lease_backoffs=%llu rx_connected=%llu rx_conn_sockets=%llu rx_conn_shared=%llu\n",
 			(int)getpid(),
 			(unsigned long long)atomic_load(&eng->rx_app),
 			(unsigned long long)atomic_load(&eng->rx_progress),
@@ -2071,7 +2069,9 @@ void uroce_transport_ctx_close(struct uroce_context *ctx)
 			(unsigned long long)atomic_load(&eng->timer_deferred),
 			(unsigned long long)st.rx_socket_drops,
 			(unsigned long long)atomic_load(&eng->lease_looks),
-			(unsigned long long)atomic_load(&eng->lease_backoffs));
+			(unsigned long long)atomic_load(&eng->lease_backoffs),
+			(unsigned long long)st.rx_connected, (unsigned long long)st.rx_conn_sockets,
+			(unsigned long long)st.rx_conn_shared);
 	}
 	uroce_shm_close(eng->shm);
 	uroce_netio_close(eng->nio);

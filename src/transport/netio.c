@@ -6,7 +6,8 @@
  * O_NONBLOCK and read with MSG_DONTWAIT instead.  Datagrams are read in batches
  * (recvmmsg); with UDP_GRO the kernel may hand over several equal-size datagrams of one
  * flow as one buffer plus their size (cmsg UDP_GRO), which is split back here — each
- * segment is a complete RoCEv2 packet with its own ICRC.
+ * segment is a complete RoCEv2 packet with its own ICRC.  Beside it, up to
+ * UROCE_UDP_CONNECT sockets connected to one sender each ("connected receive sockets").
  *
  * Send: one unconnected UDP socket per QP, bound to the source GID's address and the QP's
  * source port.  Runs of equal-size packets to one destination go out in one sendmsg with
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -49,6 +51,9 @@
 #ifndef UDP_GRO
 #define UDP_GRO 104
 #endif
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62      /* Linux 5.0 */
+#endif
 #ifndef IPV6_FLOWINFO
 #define IPV6_FLOWINFO 11         /* <linux/in6.h>; glibc's <netinet/in.h> lacks it */
 #endif
@@ -65,6 +70,11 @@
 #define GSO_MAX_BYTES 65000          /* under 64 KiB - IP/UDP headers, either family */
 #define TX_BATCH 64                  /* packets per sendmmsg in the fallback path */
 #define TX_SOCK_BUCKETS 256          /* the send sockets' hash table (struct tx_sock) */
+#define CONN_DEFAULT 8               /* UROCE_UDP_CONNECT: connected receive sockets */
+#define CONN_MAX 64
+#define CONN_COLD_EVERY 4            /* a spinning poll reads a cold socket every 4th time */
+#define CONN_SHUNNED 16              /* 4-tuples remembered as another process's too */
+#define GROUP_SOCK (-1)              /* socket index of the group member (nio->fd) */
 
 /* ---------------------------------------------------------------- counters */
 
@@ -86,7 +96,10 @@
 	X(FAULT_DUP, "fault_dup")                                                       \
 	X(FAULT_REORDER, "fault_reorder")                                               \
 	X(FAULT_CORRUPT, "fault_corrupt")                                               \
-	X(CAP_MISSED, "capture_missed")
+	X(CAP_MISSED, "capture_missed")                                                 \
+	X(RX_CONNECTED, "rx_connected")                                                 \
+	X(RX_CONN_OPENED, "rx_conn_sockets")                                            \
+	X(RX_CONN_SHARED, "rx_conn_shared")
 
 enum netio_ctr {
 #define X(n, s) C_##n,
@@ -109,6 +122,19 @@ static const char *const netio_ctr_names[PUB_NUM] = {
 _Static_assert(PUB_NUM <= UROCE_CNT_MAX, "the shared block holds at most UROCE_CNT_MAX counters");
 
 /* ---------------------------------------------------------------- objects */
+
+/* A connected receive socket's 4-tuple: the sender's address and port, our address (the
+ * port is 4791). */
+struct conn_key {
+	uint8_t src[16], dst[16];
+	uint16_t sport;
+};
+
+struct rx_conn {
+	int fd;
+	struct conn_key key;
+	bool shared;                       /* a datagram for another process came: close it */
+};
 
 struct uroce_netio {
 	struct uroce_context *ctx;
@@ -153,6 +179,28 @@ struct uroce_netio {
 	uint8_t rx_base_src[16], rx_base_dst[16];
 	uint32_t rx_base;
 	struct uroce_cap *cap;             /* the capture tap (capture.h); NULL: none */
+
+	/* Connected receive sockets ("connected receive sockets" below).  conn[] changes
+	 * under both rx_lock and conn_lock; the poll reads it under rx_lock, the watch
+	 * (uroce_netio_watch) under conn_lock. */
+	pthread_mutex_t conn_lock;
+	unsigned conn_max;                 /* UROCE_UDP_CONNECT (0: none) */
+	unsigned nconn;
+	struct rx_conn *conn;              /* conn_max of them */
+	struct conn_key shun[CONN_SHUNNED];/* shared with another process: never again */
+	unsigned nshun;
+	int hot;                           /* the socket a spinning poll reads (GROUP_SOCK or
+					    * a conn index), the last one that had data */
+	unsigned spins, cold_next;         /* spinning polls; the next cold socket to read */
+	int rx_cur;                        /* the socket of the batch being delivered */
+	bool want_conn;                    /* a packet asked for a socket to its 4-tuple */
+	bool conn_dirty;                   /* a connected socket was found shared */
+	bool conn_off;                     /* one was: open no more */
+	bool conn_crowded;                 /* the device had other clients at the last look */
+	unsigned conn_crowd_pkts;          /* packets since (look again every 65,536) */
+	struct conn_key want;
+	int epfd;                          /* the progress thread's epoll set (-1: none) */
+	bool watch_on;                     /* the sockets are in it (under conn_lock) */
 
 	/* The send sockets, shared by the QPs of a port slot (struct tx_sock). */
 	pthread_mutex_t tx_lock;
@@ -278,8 +326,13 @@ static void grh_opts(int fd, int on)
 
 void uroce_netio_rx_grh(struct uroce_netio *nio)
 {
-	if (nio && !atomic_exchange(&nio->grh_on, true))
+	if (nio && !atomic_exchange(&nio->grh_on, true)) {
 		grh_opts(nio->fd, 1);
+		pthread_mutex_lock(&nio->conn_lock);
+		for (unsigned i = 0; i < nio->nconn; i++)
+			grh_opts(nio->conn[i].fd, 1);
+		pthread_mutex_unlock(&nio->conn_lock);
+	}
 }
 
 /* The receive socket's options and buffers (nio->fd set).  The options live on the socket,
@@ -341,6 +394,28 @@ static int sports_env(unsigned *out)
 	return 0;
 }
 
+/* UROCE_UDP_CONNECT: how many connected receive sockets a context may open, 0-CONN_MAX
+ * (0: none; see "connected receive sockets" below). */
+static int conn_env(unsigned *out)
+{
+	const char *v = getenv("UROCE_UDP_CONNECT");
+	char *end;
+	unsigned long n;
+
+	*out = CONN_DEFAULT;
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n > CONN_MAX) {
+		fprintf(stderr, "uroce: UROCE_UDP_CONNECT=%s: want a number of sockets, 0-%u\n", v,
+			CONN_MAX);
+		return -EINVAL;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
 int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 {
 	struct uroce_netio *nio;
@@ -356,7 +431,11 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 		return -ENOMEM;
 	nio->ctx = ctx;
 	nio->fd = -1;
+	nio->epfd = -1;
+	nio->hot = GROUP_SOCK;
+	nio->rx_cur = GROUP_SOCK;
 	pthread_mutex_init(&nio->rx_lock, NULL);
+	pthread_mutex_init(&nio->conn_lock, NULL);
 	pthread_mutex_init(&nio->fault_lock, NULL);
 	nio->ifindex = uroce_devview_ifindex(&ctx->dev->view);
 
@@ -369,8 +448,14 @@ int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
 	nio->gso = !env_off("UROCE_NETIO_GSO");
 	pthread_mutex_init(&nio->tx_lock, NULL);
 	ret = sports_env(&nio->sports);
+	if (!ret)
+		ret = conn_env(&nio->conn_max);
 	if (ret)
 		goto fail;
+	if (nio->conn_max && !(nio->conn = calloc(nio->conn_max, sizeof(*nio->conn)))) {
+		ret = -ENOMEM;
+		goto fail;
+	}
 	/* For IPv4 senders whose Identifications follow no pattern (docs/netio.md): accept
 	 * any ID the ICRC allows, with 16 bits of checking, as before issue #17. */
 	nio->idrx.any_id = env_on("UROCE_NETIO_ICRC_ANY_ID");
@@ -389,8 +474,10 @@ fail:
 	if (nio->fd >= 0)
 		close(nio->fd);
 	free(nio->rx_bufs);
+	free(nio->conn);
 	pthread_mutex_destroy(&nio->tx_lock);
 	pthread_mutex_destroy(&nio->rx_lock);
+	pthread_mutex_destroy(&nio->conn_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
 	free(nio);
 	return ret;
@@ -404,6 +491,9 @@ void uroce_netio_close(struct uroce_netio *nio)
 		return;
 	if (nio->fd >= 0)
 		close(nio->fd);
+	for (unsigned i = 0; i < nio->nconn; i++)
+		close(nio->conn[i].fd);
+	free(nio->conn);
 	/* The daemon keeps the block mapped until the connection closes; our mapping goes. */
 	if (nio->cnt)
 		uroce_counters_destroy(nio->cnt);
@@ -412,6 +502,7 @@ void uroce_netio_close(struct uroce_netio *nio)
 	tx_socks_free(nio);
 	pthread_mutex_destroy(&nio->tx_lock);
 	pthread_mutex_destroy(&nio->rx_lock);
+	pthread_mutex_destroy(&nio->conn_lock);
 	pthread_mutex_destroy(&nio->fault_lock);
 	free(nio);
 }
@@ -1147,6 +1238,8 @@ static void count_drop(struct uroce_netio *nio, enum uroce_rx_err e)
 		ctr_add(nio, C_RX_BAD_ICRC, 1);
 }
 
+static void conn_consider(struct uroce_netio *nio, const struct uroce_rxpkt *p);
+
 /* Validate and deliver one RoCEv2 packet; @id_hint is the IPv4 Identification its sender
  * most likely gave it (its index in a GRO buffer: uroce_icrc_rx_check).  Returns fn's
  * result (non-zero: stop). */
@@ -1214,7 +1307,312 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
 	p.flow_label = ia.family == AF_INET6 ? meta->flow_label : 0;
 	ctr_add_rx(nio, C_RX_PACKETS, 1);   /* written here only, under rx_lock */
 	ctr_add_rx(nio, C_RX_BYTES, len);
+	if (nio->conn_max)
+		conn_consider(nio, &p);
 	return fn(arg, &p);
+}
+
+/* ---------------------------------------------------------------- connected receive sockets
+ *
+ * Every datagram to the group member pays the kernel a full lookup: the input route, then
+ * the socket lookup, which in a reuseport group hashes the 4-tuple and runs the steering
+ * program.  A socket connected to the sender's address and port is found before both, by
+ * early demultiplexing, which also keeps the route (docs/transport.md "Sockets"; about
+ * 0.4 us of a ping-pong hop across a veth, bench/udp_roce_pp -x).  So when an RC packet
+ * comes to the group member from a 4-tuple we have no socket for, the poll
+ * opens one: bound to our address and 4791 (SO_REUSEADDR: not a member of the group, whose
+ * program numbers its members), connected to the sender.  At most conn_max per context
+ * (UROCE_UDP_CONNECT), for the first 4-tuples that come; the others stay on the group.
+ *
+ * A connected socket takes every datagram of its 4-tuple, whatever its destination QP:
+ * should the sender also talk from that port to a QP of another process on this device
+ * (a peer whose QPs share a source port), that QP's packets come here.  So a socket opens
+ * only while this context is the device's only client (conn_alone).  For a client that
+ * comes later: the engine counts a datagram for a QP we do not have as misrouted; on a
+ * connected socket that closes the socket (rx_conn_shared), no socket opens again in
+ * this context, and the datagrams already taken are lost, as on a wire: RC retransmits
+ * them to the group, which steers them right.
+ */
+
+/* The netio whose connected socket's batch this thread is delivering (under its rx_lock). */
+static _Thread_local struct uroce_netio *rx_delivering;
+
+static int sock_fd(const struct uroce_netio *nio, int idx)
+{
+	return idx == GROUP_SOCK ? nio->fd : nio->conn[idx].fd;
+}
+
+static bool key_eq(const struct conn_key *a, const struct conn_key *b)
+{
+	return a->sport == b->sport && gid_eq(a->src, b->src) && gid_eq(a->dst, b->dst);
+}
+
+/* The poll's note: @p came to the group member; ask for a socket to its 4-tuple if it is
+ * RC (IBA 9.2: transport bits 000) and there is room.  Under rx_lock. */
+static void conn_consider(struct uroce_netio *nio, const struct uroce_rxpkt *p)
+{
+	struct conn_key k;
+
+	if (nio->rx_cur != GROUP_SOCK || nio->want_conn || nio->nconn >= nio->conn_max ||
+	    nio->conn_off || (nio->conn_crowded && (++nio->conn_crowd_pkts & 0xFFFF)) ||
+	    (p->pkt.bth.opcode >> 5) != 0 || gid_is_linklocal(p->src.gid) ||
+	    gid_is_v4mapped(p->src.gid) != gid_is_v4mapped(p->dgid))
+		return;
+	memcpy(k.src, p->src.gid, 16);
+	memcpy(k.dst, p->dgid, 16);
+	k.sport = p->src.port;
+	for (unsigned i = 0; i < nio->nshun && i < CONN_SHUNNED; i++)
+		if (key_eq(&nio->shun[i], &k))
+			return;
+	for (unsigned i = 0; i < nio->nconn; i++)
+		if (key_eq(&nio->conn[i].key, &k))
+			return;   /* open, but this one was read from the group before it was */
+	nio->want = k;
+	nio->want_conn = true;
+}
+
+/* Put @fd in the progress thread's epoll set as the group member is (under conn_lock):
+ * edge-triggered, tagged so the engine knows it for one of ours (uroce_netio_is_event). */
+static void conn_watch_fd(struct uroce_netio *nio, int fd, int op)
+{
+	struct epoll_event ev = { .events = nio->watch_on ? EPOLLIN | EPOLLET : 0 };
+
+	ev.data.u64 = UROCE_NETIO_CONN_TAG | (uint32_t)fd;
+	if (nio->epfd >= 0)
+		(void)epoll_ctl(nio->epfd, op, fd, &ev);
+}
+
+/* Whether this context is the only client receiving on its device's group (the daemon's
+ * count of the members it handed out).  Only then can no other process's QP share a
+ * 4-tuple with ours when the socket opens; a client that comes later is what the
+ * misrouted check is for.  An IPC round trip: once per socket opened, and while the
+ * device is crowded, once per 65,536 packets. */
+static bool conn_alone(struct uroce_netio *nio)
+{
+	struct uroce_dev_stats *st = NULL;
+	unsigned n = 0;
+	bool alone = false;
+
+	if (uroce_ipc_dev_stats(nio->ctx->ipc, &st, &n))
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (!strncmp(st[i].name, nio->ctx->dev->ibdev.name, sizeof(st[i].name)))
+			alone = st[i].rx_sockets <= 1;
+	free(st);
+	return alone;
+}
+
+/* Open a socket for nio->want.  Under rx_lock.  Any failure leaves the 4-tuple on the
+ * group, where it was (an address another program holds without SO_REUSEADDR, say). */
+static void conn_open(struct uroce_netio *nio)
+{
+	struct sockaddr_in6 me = { .sin6_family = AF_INET6, .sin6_port = htons(ROCE_PORT) };
+	struct sockaddr_in6 peer = { .sin6_family = AF_INET6, .sin6_port = htons(nio->want.sport) };
+	int fd, one = 1, off = 0, buf = SOCK_BUF;
+	int ifindex = (int)nio->ifindex;
+
+	nio->want_conn = false;
+	nio->conn_crowded = !conn_alone(nio);
+	if (nio->conn_crowded)
+		return;
+	memcpy(&me.sin6_addr, nio->want.dst, 16);
+	memcpy(&peer.sin6_addr, nio->want.src, 16);
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	/* As the group member: dual stack (the same sockaddr_in6 names), the destination
+	 * address reported, no multicast (bound to a unicast address anyway), the buffer. */
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0 ||
+	    (nio->gro && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) < 0))
+		goto fail;
+	(void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	/* The group's device, as its members (best effort: an unbound socket to our own
+	 * address and 4791 still only matches datagrams of its 4-tuple). */
+	if (ifindex)
+		(void)setsockopt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, &ifindex, sizeof(ifindex));
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+	    connect(fd, (struct sockaddr *)&peer, sizeof(peer)) < 0)
+		goto fail;
+	pthread_mutex_lock(&nio->conn_lock);
+	/* Looked at under the lock: uroce_netio_rx_grh sets the flag, then takes the lock to
+	 * reach the sockets open. */
+	if (atomic_load(&nio->grh_on))
+		grh_opts(fd, 1);
+	nio->conn[nio->nconn].fd = fd;
+	nio->conn[nio->nconn].key = nio->want;
+	nio->conn[nio->nconn].shared = false;
+	nio->nconn++;
+	conn_watch_fd(nio, fd, EPOLL_CTL_ADD);
+	pthread_mutex_unlock(&nio->conn_lock);
+	ctr_add(nio, C_RX_CONN_OPENED, 1);
+	return;
+fail:
+	close(fd);
+	/* Not again: a socket a poll cannot open now will not open at the next one either. */
+	nio->shun[nio->nshun++ % CONN_SHUNNED] = nio->want;
+}
+
+/* After a poll's deliveries: close the sockets found shared, open the one asked for.  What
+ * a closed socket still held is lost, as datagrams on a wire.  Under rx_lock. */
+static void conn_settle(struct uroce_netio *nio)
+{
+	nio->conn_dirty = false;
+	for (unsigned i = 0; i < nio->nconn;) {
+		if (!nio->conn[i].shared) {
+			i++;
+			continue;
+		}
+		pthread_mutex_lock(&nio->conn_lock);
+		(void)epoll_ctl(nio->epfd, EPOLL_CTL_DEL, nio->conn[i].fd, NULL);
+		close(nio->conn[i].fd);
+		nio->shun[nio->nshun++ % CONN_SHUNNED] = nio->conn[i].key;
+		nio->conn[i] = nio->conn[--nio->nconn];
+		pthread_mutex_unlock(&nio->conn_lock);
+		ctr_add(nio, C_RX_CONN_SHARED, 1);
+		nio->hot = GROUP_SOCK;
+		nio->conn_off = true;
+	}
+	if (nio->want_conn)
+		conn_open(nio);
+}
+
+void uroce_netio_watch(struct uroce_netio *nio, int epfd, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLET : 0 };
+
+	if (!nio)
+		return;
+	pthread_mutex_lock(&nio->conn_lock);
+	ev.data.fd = nio->fd;
+	(void)epoll_ctl(epfd, nio->epfd == epfd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, nio->fd, &ev);
+	nio->epfd = epfd;
+	nio->watch_on = on;
+	for (unsigned i = 0; i < nio->nconn; i++)
+		conn_watch_fd(nio, nio->conn[i].fd, EPOLL_CTL_MOD);
+	pthread_mutex_unlock(&nio->conn_lock);
+}
+
+bool uroce_netio_is_event(const struct uroce_netio *nio, uint64_t data)
+{
+	return nio && (data == (uint64_t)(uint32_t)nio->fd ||
+		       (data & ~(uint64_t)UINT32_MAX) == UROCE_NETIO_CONN_TAG);
+}
+
+/* ---------------------------------------------------------------- the poll */
+
+/* Read and deliver what socket @idx holds, up to the budget (done, dgrams, stop: the
+ * poll's running totals).  @spin: read one datagram. */
+static void drain_sock(struct uroce_netio *nio, int idx, int budget, int *done, int *dgrams,
+		       bool *stop, bool spin, uroce_netio_rx_fn fn, void *arg)
+{
+	int fd = sock_fd(nio, idx);
+
+	nio->rx_cur = idx;
+	while (*done < budget && !*stop) {
+		unsigned want = (unsigned)(budget - *done) < RX_BATCH ? (unsigned)(budget - *done) : RX_BATCH;
+		int got;
+
+		if (spin)
+			want = 1;
+
+		/* recvmmsg writes back each filled header's name and control lengths and flags
+		 * (and the iovecs never): reset those of the headers the last call filled, and
+		 * the first in any case (a failed call may have written it).  An empty poll, the
+		 * common case of a busy-polling application, then touches one header. */
+		for (unsigned k = 0; k < nio->rx_dirty || k == 0; k++) {
+			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
+
+			m->msg_namelen = sizeof(nio->rx_names[k]);
+			m->msg_controllen = sizeof(nio->rx_cmsg[k]);
+			m->msg_flags = 0;
+		}
+		/* The system call itself, not glibc's recvmmsg: that is a cancellation point,
+		 * which switches asynchronous cancellation on and off around every call --
+		 * 13% of a busy poller's user time in ib_write_lat -- and ibv_poll_cq is not
+		 * one. */
+		do
+			got = (int)syscall(SYS_recvmmsg, fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
+		while (got < 0 && errno == EINTR);
+		nio->rx_dirty = got > 0 ? (unsigned)got : 1;
+		if (got <= 0)
+			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
+		*dgrams += got;
+		nio->hot = idx;
+		if (idx != GROUP_SOCK)
+			ctr_add_rx(nio, C_RX_CONNECTED, (uint64_t)got);
+		nio->rx_now = 0;   /* read by the ICRC check if it needs it (uroce_icrc_rx_check) */
+		if (idx != GROUP_SOCK)
+			rx_delivering = nio;
+		for (int k = 0; k < got; k++) {
+			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
+			const uint8_t *buf = nio->rx_iov[k].iov_base;
+			size_t len = nio->rx_msgs[k].msg_len;
+			struct rx_meta meta;
+
+			if (m->msg_flags & MSG_TRUNC) {
+				ctr_add(nio, C_RX_TRUNC, 1);
+				(*done)++;
+				continue;
+			}
+			parse_cmsgs(m, &meta);
+			if (m->msg_flags & MSG_CTRUNC) {
+				/* Without every cmsg we may not know the GRO segment size, and
+				 * a coalesced buffer read as one packet would fail validation
+				 * as a whole: count it as truncated instead. */
+				ctr_add(nio, C_RX_TRUNC, 1);
+				(*done)++;
+				continue;
+			}
+			if (!meta.have_dst || m->msg_namelen < sizeof(struct sockaddr_in6)) {
+				/* Cannot check the ICRC without both addresses. */
+				count_drop(nio, UROCE_RX_BAD_ICRC);
+				(*done)++;
+				continue;
+			}
+			if (meta.gso_size > 0 && (size_t)meta.gso_size < len) {
+				/* Coalesced by GRO: equal-size segments, the last may be shorter. */
+				uint16_t seg = 0;
+
+				ctr_add(nio, C_RX_GRO, 1);
+				for (size_t off = 0; off < len; off += (size_t)meta.gso_size, seg++) {
+					size_t l = len - off < (size_t)meta.gso_size ? len - off
+										    : (size_t)meta.gso_size;
+
+					(*done)++;
+					/* After a stop, the rest of a coalesced buffer is still
+					 * delivered: it has been read and cannot be put back. */
+					if (rx_one(nio, buf + off, l, &nio->rx_names[k], &meta, seg, fn,
+						   arg))
+						*stop = true;
+				}
+			} else {
+				(*done)++;
+				if (rx_one(nio, buf, len, &nio->rx_names[k], &meta, 0, fn, arg))
+					*stop = true;
+			}
+			/* Datagrams already read in this batch are delivered even after a stop. */
+		}
+		rx_delivering = NULL;
+		if ((unsigned)got < want || spin)
+			break;   /* the socket is empty, or a short read (@spin) */
+	}
+}
+
+/* The sockets other than the hot one, in turn: the group member is index nconn here. */
+static int next_cold(struct uroce_netio *nio)
+{
+	for (unsigned n = 0; n <= nio->nconn; n++) {
+		unsigned c = nio->cold_next++ % (nio->nconn + 1);
+		int idx = c == nio->nconn ? GROUP_SOCK : (int)c;
+
+		if (idx != nio->hot)
+			return idx;
+	}
+	return GROUP_SOCK;
 }
 
 /* @spin: the caller is an application thread that polls again at once (uroce_netio_poll_spin).
@@ -1224,7 +1622,11 @@ static int rx_one(struct uroce_netio *nio, const uint8_t *buf, size_t len,
  * look for a second one, about 0.1 us of a ping-pong's half round trip (measured with one
  * datagram waiting: 0.52 us for one slot, 0.63 us for 16).  Anything more is read by the
  * next poll, which asks for a batch since this one was not empty.  The progress thread
- * never reads short: its edge-triggered epoll would not report what it left behind. */
+ * never reads short: its edge-triggered epoll would not report what it left behind.
+ *
+ * With connected sockets, a spinning poll reads the hot socket (the last that had data)
+ * and, every CONN_COLD_EVERY-th time it finds that empty, one other in turn: a system call
+ * a poll, mostly, as with the group member alone.  Any other poll reads every socket. */
 static int netio_poll(struct uroce_netio *nio, int budget, uroce_netio_rx_fn fn, void *arg,
 		      bool spin)
 {
@@ -1252,88 +1654,23 @@ again:
 	 * look after its unlock, as after an unconditional clear. */
 	if (atomic_load_explicit(&nio->rx_missed, memory_order_relaxed))
 		atomic_store(&nio->rx_missed, false);
-	while (done < budget && !stop) {
-		unsigned want = (unsigned)(budget - done) < RX_BATCH ? (unsigned)(budget - done) : RX_BATCH;
-		int got;
+	if (!nio->nconn) {
+		drain_sock(nio, GROUP_SOCK, budget, &done, &dgrams, &stop, spin, fn, arg);
+	} else if (spin) {
+		drain_sock(nio, nio->hot, budget, &done, &dgrams, &stop, spin, fn, arg);
+		if (!dgrams && ++nio->spins % CONN_COLD_EVERY == 0)
+			drain_sock(nio, next_cold(nio), budget, &done, &dgrams, &stop, spin, fn, arg);
+	} else {
+		int first = nio->hot;
 
-		if (spin)
-			want = 1;
-
-		/* recvmmsg writes back each filled header's name and control lengths and flags
-		 * (and the iovecs never): reset those of the headers the last call filled, and
-		 * the first in any case (a failed call may have written it).  An empty poll, the
-		 * common case of a busy-polling application, then touches one header. */
-		for (unsigned k = 0; k < nio->rx_dirty || k == 0; k++) {
-			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
-
-			m->msg_namelen = sizeof(nio->rx_names[k]);
-			m->msg_controllen = sizeof(nio->rx_cmsg[k]);
-			m->msg_flags = 0;
-		}
-		/* The system call itself, not glibc's recvmmsg: that is a cancellation point,
-		 * which switches asynchronous cancellation on and off around every call --
-		 * 13% of a busy poller's user time in ib_write_lat -- and ibv_poll_cq is not
-		 * one. */
-		do
-			got = (int)syscall(SYS_recvmmsg, nio->fd, nio->rx_msgs, want, MSG_DONTWAIT, NULL);
-		while (got < 0 && errno == EINTR);
-		nio->rx_dirty = got > 0 ? (unsigned)got : 1;
-		if (got <= 0)
-			break;   /* EAGAIN: drained; other errors (none expected) end the drain too */
-		dgrams += got;
-		nio->rx_now = 0;   /* read by the ICRC check if it needs it (uroce_icrc_rx_check) */
-		for (int k = 0; k < got; k++) {
-			struct msghdr *m = &nio->rx_msgs[k].msg_hdr;
-			const uint8_t *buf = nio->rx_iov[k].iov_base;
-			size_t len = nio->rx_msgs[k].msg_len;
-			struct rx_meta meta;
-
-			if (m->msg_flags & MSG_TRUNC) {
-				ctr_add(nio, C_RX_TRUNC, 1);
-				done++;
-				continue;
-			}
-			parse_cmsgs(m, &meta);
-			if (m->msg_flags & MSG_CTRUNC) {
-				/* Without every cmsg we may not know the GRO segment size, and
-				 * a coalesced buffer read as one packet would fail validation
-				 * as a whole: count it as truncated instead. */
-				ctr_add(nio, C_RX_TRUNC, 1);
-				done++;
-				continue;
-			}
-			if (!meta.have_dst || m->msg_namelen < sizeof(struct sockaddr_in6)) {
-				/* Cannot check the ICRC without both addresses. */
-				count_drop(nio, UROCE_RX_BAD_ICRC);
-				done++;
-				continue;
-			}
-			if (meta.gso_size > 0 && (size_t)meta.gso_size < len) {
-				/* Coalesced by GRO: equal-size segments, the last may be shorter. */
-				uint16_t seg = 0;
-
-				ctr_add(nio, C_RX_GRO, 1);
-				for (size_t off = 0; off < len; off += (size_t)meta.gso_size, seg++) {
-					size_t l = len - off < (size_t)meta.gso_size ? len - off
-										    : (size_t)meta.gso_size;
-
-					done++;
-					/* After a stop, the rest of a coalesced buffer is still
-					 * delivered: it has been read and cannot be put back. */
-					if (rx_one(nio, buf + off, l, &nio->rx_names[k], &meta, seg, fn,
-						   arg))
-						stop = true;
-				}
-			} else {
-				done++;
-				if (rx_one(nio, buf, len, &nio->rx_names[k], &meta, 0, fn, arg))
-					stop = true;
-			}
-			/* Datagrams already read in this batch are delivered even after a stop. */
-		}
-		if ((unsigned)got < want || spin)
-			break;   /* the socket is empty, or a short read (@spin) */
+		drain_sock(nio, first, budget, &done, &dgrams, &stop, false, fn, arg);
+		for (int idx = GROUP_SOCK; idx < (int)nio->nconn; idx++)
+			if (idx != first)
+				drain_sock(nio, idx, budget, &done, &dgrams, &stop, false, fn, arg);
 	}
+	nio->rx_cur = GROUP_SOCK;
+	if (nio->want_conn || nio->conn_dirty)
+		conn_settle(nio);
 	nio->rx_was_empty = dgrams == 0;
 	pthread_mutex_unlock(&nio->rx_lock);
 	if (done < budget && !stop && atomic_load(&nio->rx_missed) &&
@@ -1378,6 +1715,9 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 	out->tx_short = ctr_get(nio, C_TX_SHORT);
 	out->rx_gro_datagrams = ctr_get(nio, C_RX_GRO);
 	out->rx_truncated = ctr_get(nio, C_RX_TRUNC);
+	out->rx_connected = ctr_get(nio, C_RX_CONNECTED);
+	out->rx_conn_sockets = ctr_get(nio, C_RX_CONN_OPENED);
+	out->rx_conn_shared = ctr_get(nio, C_RX_CONN_SHARED);
 	out->tx_sockets = __atomic_load_n(&nio->tx_nsocks, __ATOMIC_RELAXED);
 	out->tx_sockets_max = __atomic_load_n(&nio->tx_nsocks_max, __ATOMIC_RELAXED);
 	{
@@ -1392,8 +1732,15 @@ void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *
 	}
 }
 
+/* Called by the engine from a poll's delivery (under rx_lock) or from the shared-memory
+ * link's, maybe in another thread at the same time: only the first is about rx_cur. */
 void uroce_netio_count_misrouted(struct uroce_netio *nio)
 {
-	if (nio)
-		ctr_add(nio, C_RX_MISROUTED, 1);
+	if (!nio)
+		return;
+	ctr_add(nio, C_RX_MISROUTED, 1);
+	if (rx_delivering == nio) {   /* this thread is delivering a connected socket's batch */
+		nio->conn[nio->rx_cur].shared = true;
+		nio->conn_dirty = true;
+	}
 }

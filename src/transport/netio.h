@@ -140,8 +140,20 @@ struct uroce_netio_stats {
 	uint64_t rx_socket_drops;            /* datagrams the kernel dropped at the receive
 					      * socket, its buffer full (SO_MEMINFO): this
 					      * context's share of UdpRcvbufErrors */
+	uint64_t rx_connected;               /* datagrams read from connected receive sockets */
+	uint64_t rx_conn_sockets;            /* connected receive sockets opened */
+	uint64_t rx_conn_shared;             /* ... and closed: their sender also talks to
+					      * another process's QP from that port */
 };
 void uroce_netio_stats(const struct uroce_netio *nio, struct uroce_netio_stats *out);
+
+/* The progress thread's epoll set @epfd: put this context's receive sockets in it
+ * (edge-triggered, @on) or keep them there without events (!@on, under the poll lease).
+ * The first call adds them; connected receive sockets opened later join with the same
+ * events.  uroce_netio_is_event: an epoll_event's data (u64) is one of these sockets. */
+#define UROCE_NETIO_CONN_TAG (1ull << 40)
+void uroce_netio_watch(struct uroce_netio *nio, int epfd, bool on);
+bool uroce_netio_is_event(const struct uroce_netio *nio, uint64_t data);
 /* The transport found no QP of this process for a valid packet's destination QPN (a
  * steering change in flight, or a stale peer): counted here with the other drops. */
 void uroce_netio_count_misrouted(struct uroce_netio *nio);

@@ -26,6 +26,8 @@
  *           (fault.h's decide): A gets exactly the expected valid packets and BAD_ICRC drops,
  *           sees duplicates and reordering, B's fault counters equal the model's.
  *
+ * Connected receive sockets are off (UROCE_UDP_CONNECT=0, see main).
+ *
  * Exit: 0 pass, 1 fail, 77 skip (no namespace / veth / capture possible).
  */
 #define _GNU_SOURCE
@@ -974,6 +976,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	scen = argv[1];
+	/* These scenarios are about the group member and its steering: each packet, QP1's
+	 * included, must reach the process that owns its QPN.  A connected receive socket
+	 * takes its 4-tuple whatever the QPN, and without an engine nothing here closes one
+	 * that takes another's packet (docs/transport.md "Sockets"; cm_apps_veth_rping-
+	 * connected tests that through the engine).  So none opens here. */
+	setenv("UROCE_UDP_CONNECT", "0", 1);
 	family = !strcmp(argv[2], "v4") ? AF_INET : AF_INET6;
 	link_local = !strcmp(argv[2], "v6ll");
 	if (argc > 3)

@@ -49,6 +49,8 @@ void uroce_netio_count_misrouted(struct uroce_netio *nio) { (void)nio; }
 uint16_t uroce_netio_tx_sport(const struct uroce_netio_tx *tx) { (void)tx; return 0; }
 uint64_t *uroce_netio_shm_counters(struct uroce_netio *nio) { (void)nio; return NULL; }
 struct uroce_cap *uroce_netio_cap(struct uroce_netio *nio) { (void)nio; return NULL; }
+void uroce_netio_watch(struct uroce_netio *nio, int epfd, bool on) { (void)nio; (void)epfd; (void)on; }
+bool uroce_netio_is_event(const struct uroce_netio *nio, uint64_t data) { (void)nio; (void)data; return false; }
 
 /* ---- the world ---- */
 struct wpkt {
