@@ -177,6 +177,48 @@ rping-kill)
 	expect_eq "next client ping lines" "$(count 'ping data: rdma-ping-' "$tmp/cli")" 10
 	stop_server
 	;;
+rping-connected)
+	# netio's connected receive sockets (docs/netio.md), seen through b's `uroce stat`
+	# totals after each client exits.  One client: its RC packets come to b on a
+	# connected socket (rx_connected, rx_conn_sockets) and none is found shared.  The
+	# same with UROCE_UDP_CONNECT=0, the negative control: no connected socket.  Then the
+	# server sends from one source port for all its QPs (UROCE_UDP_SPORTS=1), and two
+	# clients in b run at once: the second one's packets come from the 4-tuple the first
+	# connected while it was the device's only client, so they reach the first process;
+	# it must close that socket (rx_conn_shared) and RC retransmission must bring both
+	# runs to their end, every ping verified.
+	tot() { $C "$UROCE" stat show | awk -v k="$1" '/ total / { for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'; }
+	start_server 200 env UROCE_UDP_SPORTS=1 rping -s -P -a "$SADDR" -v
+	wait_listen
+	run_client 60 "$tmp/one" rping -c -a "$SADDR" -v -V -C 200 || fail "client exited $?"
+	expect_eq "ping lines" "$(count 'ping data: rdma-ping-' "$tmp/one")" 200
+	c1=$(tot rx_connected) o1=$(tot rx_conn_sockets) s1=$(tot rx_conn_shared)
+	echo "after one client: rx_connected $c1 rx_conn_sockets $o1 rx_conn_shared $s1"
+	[ "${c1:-0}" -gt 0 ] || fail "no datagram came through a connected socket"
+	[ "${o1:-0}" -ge 1 ] || fail "no connected socket opened"
+	expect_eq "shared sockets, one client" "${s1:-x}" 0
+	UROCE_UDP_CONNECT=0 run_client 60 "$tmp/off" rping -c -a "$SADDR" -v -V -C 200 ||
+		fail "client (UROCE_UDP_CONNECT=0) exited $?"
+	expect_eq "ping lines, UROCE_UDP_CONNECT=0" "$(count 'ping data: rdma-ping-' "$tmp/off")" 200
+	expect_eq "rx_connected, UROCE_UDP_CONNECT=0" "$(tot rx_connected)" "$c1"
+	expect_eq "rx_conn_sockets, UROCE_UDP_CONNECT=0" "$(tot rx_conn_sockets)" "$o1"
+	# two at once: the first is under way (and connected) before the second starts, and
+	# still running when it ends (not scaled down under the sanitizers: it must overlap)
+	n=3000
+	echo "== client 1: $C uroce run rping -c -C $n"
+	$C timeout 200 "$UROCE" run rping -c -a "$SADDR" -v -V -C "$n" >"$tmp/c1" 2>"$tmp/c1.err" &
+	c1pid=$!
+	wait_output 60 'ping data: rdma-ping-' "$tmp/c1" 50 || fail "client 1 never got going"
+	run_client 120 "$tmp/c2" rping -c -a "$SADDR" -v -V -C 100 || fail "client 2 exited $?"
+	expect_eq "client 2 ping lines" "$(count 'ping data: rdma-ping-' "$tmp/c2")" 100
+	wait "$c1pid" || fail "client 1 exited $?"
+	echo "-- client 1 output"; cat "$tmp/c1.err"
+	expect_eq "client 1 ping lines" "$(count 'ping data: rdma-ping-' "$tmp/c1")" "$n"
+	s2=$(tot rx_conn_shared)
+	echo "after two clients: rx_connected $(tot rx_connected) rx_conn_sockets $(tot rx_conn_sockets) rx_conn_shared $s2"
+	[ "${s2:-0}" -ge 1 ] || fail "no connected socket was found shared"
+	stop_server
+	;;
 rping-devremove)
 	# `uroce link delete` of the device a listener is bound to: the listener gets
 	# RDMA_CM_EVENT_DEVICE_REMOVAL (librdmacm semantics: the id is dead, the program must
