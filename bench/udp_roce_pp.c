@@ -1,8 +1,8 @@
 /* udp_roce_pp — a UDP ping-pong that sends and receives what uroce's ib_write_lat does, with
  * none of uroce: the kernel's share of a uroce half round trip (bench/run.sh, write_lat).
  *
- *   udp_roce_pp -s [-u] [-p PORT]                     server: echo until the client says stop
- *   udp_roce_pp -c HOST [-u] [-p PORT] [-n ITERS] [-w WARMUP]
+ *   udp_roce_pp -s [-u | -x PARTS] [-p PORT]                     server: echo until the client says stop
+ *   udp_roce_pp -c HOST [-u | -x PARTS] [-p PORT] [-n ITERS] [-w WARMUP]
  *
  * In uroce's ib_write_lat each hop is one sendmsg carrying two RoCEv2 packets as one UDP GSO
  * send: the 2-byte RDMA WRITE (BTH 12 + RETH 16 + 2 + pad 2 + ICRC 4 = 36 bytes of UDP
@@ -28,11 +28,23 @@
  *   - packets leave through a second, unconnected socket bound to the local address;
  *   - the process has a second thread (uroce's progress thread, asleep in epoll_wait), so
  *     its descriptor table is shared and every system call on a socket takes and drops a
- *     reference to the file, which a single-threaded process skips.
+ *     reference to the file, which a single-threaded process skips;
+ *   - once the peer's first datagram is in, a socket bound to the receive port beside the
+ *     group (SO_REUSEADDR on all of them, not SO_REUSEPORT) and connected to where the
+ *     peer sends from takes the rest, as uroce's connected receive sockets do (netio.c).
  * Each side's receive port travels in the WRITE's RETH bytes, since replies no longer come
  * from the port they go to (uroce sends to 4791 from a port of its own).  Not modelled:
  * SO_BINDTODEVICE on the receive socket, and the group's other sockets (one per uroce
- * process on the device).  Output (half round trip, microseconds; t_typical = median):
+ * process on the device).
+ *
+ * -x PARTS (both ends): some of the parts only, to see what each costs (bench/RESULTS.md,
+ * 2026-12-05): r, the steered reuseport group; t, the separate send socket; h, the sleeping
+ * second thread; k, the connected receive socket beside the receive socket or group.  -u
+ * is -x rthk.  And what uroce does not do: c, the send socket connected to its one
+ * destination (sendmsg without an address; needs t); g, the receive socket alone in a
+ * reuseport group, b, the same with the steering program; C, the one receive socket itself
+ * connected to the peer (without t).  Output (half round trip, microseconds; t_typical =
+ * median):
  *   udp_roce_pp iters=N t_min=.. t_typical=.. t_avg=.. t_p99=..
  * Exit 0 on success, 1 on a socket error or when the server does not answer within 10 s.
  */
@@ -71,7 +83,9 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_roce_pp -s [-u] [-p PORT] | -c HOST [-u] [-p PORT] [-n ITERS] [-w WARMUP]\n");
+	fprintf(stderr, "usage: udp_roce_pp -s [-u | -x PARTS] [-p PORT] | -c HOST [-u | -x PARTS] [-p PORT] [-n ITERS] [-w WARMUP]\n"
+			"  PARTS: r steered reuseport group, t own send socket, h second thread, k connected receive socket beside it;\n"
+			"         c connect the send socket (needs t), g group of one, b group of one + program, C connect the receive socket\n");
 	exit(2);
 }
 
@@ -81,9 +95,14 @@ static uint8_t rcmsg[SLOTS][256];
 static struct sockaddr_in6 rname[SLOTS];
 static struct iovec riov[SLOTS];
 static struct mmsghdr rmsg[SLOTS];
-static int uroce_like;   /* -u */
-static int txfd = -1;    /* -u: the send socket, bound once the local address is known */
-static uint16_t my_port; /* -u: this side's receive port (host order) */
+enum { P_STEER = 1, P_TXSOCK = 2, P_THREAD = 4, P_CONNECT = 8, P_GROUP1 = 16, P_PROG1 = 32,
+       P_RXCONN = 64, P_BESIDE = 128 };
+#define PART_LETTERS "rthcgbCk"  /* bit k of parts is letter k */
+static int connfd = -1;  /* P_BESIDE: the connected receive socket, once the peer is known */
+static unsigned parts;   /* -u, -x: which of uroce's socket design */
+static int txfd = -1;    /* P_TXSOCK: the send socket, bound once the local address is known */
+static struct sockaddr_in6 tx_peer; /* P_CONNECT: where txfd is connected */
+static uint16_t my_port; /* this side's receive port (host order) */
 
 /* The receive socket: uroce's options; with -u, the second of a reuseport group whose
  * steering program sends PP_QPN to it. */
@@ -94,6 +113,7 @@ static int rx_socket(unsigned port, int reuse)
 	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0), off = 0, on = 1;
 
 	if (fd < 0 || (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0) ||
+	    ((parts & P_BESIDE) && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0) ||
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) < 0 ||
 	    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) < 0 ||
@@ -119,31 +139,49 @@ static void *sleeper(void *arg)
 
 static int open_socket(unsigned port)
 {
+	struct sockaddr_in6 a;
+	socklen_t alen = sizeof(a);
+	pthread_t t;
 	int fd;
 
-	if (!uroce_like) {
+	if (parts & (P_GROUP1 | P_PROG1)) {
+		struct uroce_steer_rule r = { .qpn_lo = PP_QPN, .qpn_hi = PP_QPN, .index = 0 };
+		int rc;
+
+		fd = rx_socket(port, 1);
+		if ((parts & P_PROG1) && (rc = uroce_steer_attach(fd, &r, 1, 0)) < 0) {
+			errno = -rc;
+			perror("udp_roce_pp: steering");
+			exit(1);
+		}
+	} else if (!(parts & P_STEER)) {
 		fd = rx_socket(port, 0);
 	} else {
 		struct uroce_steer_rule r = { .qpn_lo = PP_QPN, .qpn_hi = PP_QPN, .index = 1 };
-		struct sockaddr_in6 a;
-		socklen_t alen = sizeof(a);
 		int daemon_fd = rx_socket(port, 1), rc;
-		pthread_t t;
 
 		/* an ephemeral port (the client's): the group's second socket takes the same */
 		if (getsockname(daemon_fd, (struct sockaddr *)&a, &alen) < 0) {
 			perror("udp_roce_pp: getsockname");
 			exit(1);
 		}
-		my_port = ntohs(a.sin6_port);
-		fd = rx_socket(my_port, 1);
+		fd = rx_socket(ntohs(a.sin6_port), 1);
 		rc = uroce_steer_attach(daemon_fd, &r, 1, 0);
-		if (rc < 0 || (errno = pthread_create(&t, NULL, sleeper, NULL)) != 0) {
-			if (rc < 0)
-				errno = -rc;
-			perror("udp_roce_pp: steering or thread");
+		if (rc < 0) {
+			errno = -rc;
+			perror("udp_roce_pp: steering");
 			exit(1);
 		}
+	}
+	alen = sizeof(a);
+	if (getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+		perror("udp_roce_pp: getsockname");
+		exit(1);
+	}
+	my_port = ntohs(a.sin6_port);
+	if ((parts & P_THREAD) && (errno = pthread_create(&t, NULL, sleeper, NULL)) != 0) {
+		perror("udp_roce_pp: thread");
+		exit(1);
 	}
 	for (int k = 0; k < SLOTS; k++) {
 		riov[k] = (struct iovec){ rbuf[k], sizeof(rbuf[k]) };
@@ -154,12 +192,13 @@ static int open_socket(unsigned port)
 	pkt[5] = pkt[WRITE_LEN + 5] = (PP_QPN >> 16) & 0xFF;
 	pkt[6] = pkt[WRITE_LEN + 6] = (PP_QPN >> 8) & 0xFF;
 	pkt[7] = pkt[WRITE_LEN + 7] = PP_QPN & 0xFF;
+	/* (the port is read back only with t: a send socket of its own) */
 	pkt[PORT_OFF] = my_port >> 8;
 	pkt[PORT_OFF + 1] = my_port & 0xFF;
 	return fd;
 }
 
-/* -u: uroce's send socket -- unconnected, bound to the local address that reaches @to (its
+/* P_TXSOCK: uroce's send socket -- unconnected, bound to the local address that reaches @to (its
  * GID's), a port of its own, path MTU discovery on. */
 static int tx_socket(const struct sockaddr_in6 *to)
 {
@@ -205,10 +244,31 @@ static int send_hop(int fd, const struct sockaddr_in6 *to, uint8_t first)
 	c->cmsg_len = CMSG_LEN(sizeof(seg));
 	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	pkt[0] = first;
-	if (uroce_like) {
+	if ((parts & P_RXCONN) && !(parts & P_TXSOCK) && first != 0) {
+		/* C: the receive socket connected to its one peer, from the first measured send
+		 * on (connected during the handshake, it would get the ICMP errors of a server
+		 * not yet bound as recv errors) */
+		if (memcmp(&tx_peer, to, sizeof(*to)) != 0) {
+			if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0)
+				return -1;
+			tx_peer = *to;
+		}
+		m.msg_name = NULL;
+		m.msg_namelen = 0;
+	}
+	if (parts & P_TXSOCK) {
 		if (txfd < 0)
 			txfd = tx_socket(to);
 		fd = txfd;
+		if (parts & P_CONNECT) {
+			if (memcmp(&tx_peer, to, sizeof(*to)) != 0) {
+				if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0)
+					return -1;
+				tx_peer = *to;
+			}
+			m.msg_name = NULL;
+			m.msg_namelen = 0;
+		}
 	}
 	return sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
@@ -216,8 +276,31 @@ static int send_hop(int fd, const struct sockaddr_in6 *to, uint8_t first)
 /* Busy-poll until a datagram comes (its first byte in *first, its sender in *from), or
  * until deadline_ns (0: none).  Like uroce's polling thread: one slot after an empty poll,
  * all of them otherwise.  0, or -1 with errno (ETIMEDOUT past the deadline). */
+/* P_BESIDE: a socket bound to our receive port beside the group (SO_REUSEADDR, as uroce's
+ * netio since 2026-12-05) and connected to where @peer's datagrams come from; what follows
+ * is read from it. */
+static void open_beside(const struct sockaddr_in6 *peer)
+{
+	struct sockaddr_in6 me = { .sin6_family = AF_INET6, .sin6_port = htons(my_port),
+				   .sin6_addr = IN6ADDR_ANY_INIT };
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0), off = 0, on = 1;
+
+	if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) < 0 ||
+	    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) < 0 ||
+	    bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+	    connect(fd, (const struct sockaddr *)peer, sizeof(*peer)) < 0) {
+		perror("udp_roce_pp: connected receive socket");
+		exit(1);
+	}
+	connfd = fd;
+}
+
 static int recv_hop(int fd, struct sockaddr_in6 *from, uint8_t *first, uint64_t deadline_ns)
 {
+	if (connfd >= 0)
+		fd = connfd;
 	for (unsigned spins = 0;; spins++) {
 		unsigned want = spins ? 1 : SLOTS;
 		int got;
@@ -230,8 +313,10 @@ static int recv_hop(int fd, struct sockaddr_in6 *from, uint8_t *first, uint64_t 
 		if (got > 0) {
 			*from = rname[0];
 			*first = rbuf[0][0];
+			if ((parts & P_BESIDE) && connfd < 0)
+				open_beside(&rname[0]);
 			/* -u: replies go to the sender's receive port, not the one it sent from */
-			if (uroce_like && rmsg[0].msg_len >= PORT_OFF + 2)
+			if ((parts & P_TXSOCK) && rmsg[0].msg_len >= PORT_OFF + 2)
 				from->sin6_port = htons((uint16_t)(rbuf[0][PORT_OFF] << 8 | rbuf[0][PORT_OFF + 1]));
 			return 0;
 		}
@@ -295,7 +380,7 @@ static int client(const char *host, unsigned port, unsigned iters, unsigned warm
 	do {
 		rmsg[0].msg_hdr.msg_namelen = sizeof(rname[0]);
 		rmsg[0].msg_hdr.msg_controllen = sizeof(rcmsg[0]);
-	} while (recvmmsg(fd, rmsg, 1, MSG_DONTWAIT, NULL) > 0);
+	} while (recvmmsg(connfd >= 0 ? connfd : fd, rmsg, 1, MSG_DONTWAIT, NULL) > 0);
 	t = calloc(iters, sizeof(*t));
 	if (!t)
 		return 1;
@@ -322,10 +407,19 @@ int main(int argc, char **argv)
 	unsigned port = 18600, iters = 10000, warmup = 1000;
 	int srv = 0, opt;
 
-	while ((opt = getopt(argc, argv, "sc:p:n:w:u")) != -1) {
+	while ((opt = getopt(argc, argv, "sc:p:n:w:ux:")) != -1) {
 		switch (opt) {
 		case 's': srv = 1; break;
-		case 'u': uroce_like = 1; break;
+		case 'u': parts = P_STEER | P_TXSOCK | P_THREAD | P_BESIDE; break;
+		case 'x':
+			for (const char *q = optarg; *q; q++) {
+				const char *at = strchr(PART_LETTERS, *q);
+
+				if (!at)
+					usage();
+				parts |= 1u << (at - PART_LETTERS);
+			}
+			break;
 		case 'c': host = optarg; break;
 		case 'p': port = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'n': iters = (unsigned)strtoul(optarg, NULL, 0); break;
@@ -333,7 +427,7 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (srv == !!host || iters < 1 || !port || port > 65535)
+	if (srv == !!host || iters < 1 || !port || port > 65535 || ((parts & P_CONNECT) && !(parts & P_TXSOCK)))
 		usage();
 	return srv ? server(port) : client(host, port, iters, warmup);
 }
