@@ -101,7 +101,7 @@ enum { P_STEER = 1, P_TXSOCK = 2, P_THREAD = 4, P_CONNECT = 8, P_GROUP1 = 16, P_
 static int connfd = -1;  /* P_BESIDE: the connected receive socket, once the peer is known */
 static unsigned parts;   /* -u, -x: which of uroce's socket design */
 static int txfd = -1;    /* P_TXSOCK: the send socket, bound once the local address is known */
-static struct sockaddr_in6 tx_peer; /* P_CONNECT: where txfd is connected */
+static struct sockaddr_in6 tx_peer; /* c, C: where the sending socket is connected */
 static uint16_t my_port; /* this side's receive port (host order) */
 
 /* The receive socket: uroce's options; with -u, the second of a reuseport group whose
@@ -244,10 +244,16 @@ static int send_hop(int fd, const struct sockaddr_in6 *to, uint8_t first)
 	c->cmsg_len = CMSG_LEN(sizeof(seg));
 	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 	pkt[0] = first;
-	if ((parts & P_RXCONN) && !(parts & P_TXSOCK) && first != 0) {
-		/* C: the receive socket connected to its one peer, from the first measured send
-		 * on (connected during the handshake, it would get the ICMP errors of a server
-		 * not yet bound as recv errors) */
+	if (parts & P_TXSOCK) {
+		if (txfd < 0)
+			txfd = tx_socket(to);
+		fd = txfd;
+	}
+	/* c: the send socket connected to its destination; C: the one receive socket,
+	 * from the first measured send on (connected during the handshake, it would get
+	 * the ICMP errors of a server not yet bound as recv errors) */
+	if (((parts & P_TXSOCK) && (parts & P_CONNECT)) ||
+	    ((parts & P_RXCONN) && !(parts & P_TXSOCK) && first != 0)) {
 		if (memcmp(&tx_peer, to, sizeof(*to)) != 0) {
 			if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0)
 				return -1;
@@ -255,20 +261,6 @@ static int send_hop(int fd, const struct sockaddr_in6 *to, uint8_t first)
 		}
 		m.msg_name = NULL;
 		m.msg_namelen = 0;
-	}
-	if (parts & P_TXSOCK) {
-		if (txfd < 0)
-			txfd = tx_socket(to);
-		fd = txfd;
-		if (parts & P_CONNECT) {
-			if (memcmp(&tx_peer, to, sizeof(*to)) != 0) {
-				if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0)
-					return -1;
-				tx_peer = *to;
-			}
-			m.msg_name = NULL;
-			m.msg_namelen = 0;
-		}
 	}
 	return sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
 }

@@ -372,48 +372,40 @@ static int rx_setup(struct uroce_netio *nio)
 	return 0;
 }
 
-/* UROCE_UDP_SPORTS: how many UDP source ports (and so send sockets) a context's QPs of one
- * source GID spread over, 1-16384 (see "send sockets" below). */
-static int sports_env(unsigned *out)
+/* A count from the environment: @def when unset or empty, else a number in [@lo, @hi]
+ * (-EINVAL and a message naming @what otherwise). */
+static int env_count(const char *name, unsigned def, unsigned lo, unsigned hi, const char *what,
+		     unsigned *out)
 {
-	const char *v = getenv("UROCE_UDP_SPORTS");
+	const char *v = getenv(name);
 	char *end;
 	unsigned long n;
 
-	*out = DEFAULT_SPORTS;
+	*out = def;
 	if (!v || !*v)
 		return 0;
 	errno = 0;
 	n = strtoul(v, &end, 10);
-	if (errno || *end || n < 1 || n > SPORT_RANGE) {
-		fprintf(stderr, "uroce: UROCE_UDP_SPORTS=%s: want a number of ports, 1-%u\n", v,
-			SPORT_RANGE);
+	if (errno || *end || n < lo || n > hi) {
+		fprintf(stderr, "uroce: %s=%s: want a number of %s, %u-%u\n", name, v, what, lo, hi);
 		return -EINVAL;
 	}
 	*out = (unsigned)n;
 	return 0;
 }
 
+/* UROCE_UDP_SPORTS: how many UDP source ports (and so send sockets) a context's QPs of one
+ * source GID spread over, 1-16384 (see "send sockets" below). */
+static int sports_env(unsigned *out)
+{
+	return env_count("UROCE_UDP_SPORTS", DEFAULT_SPORTS, 1, SPORT_RANGE, "ports", out);
+}
+
 /* UROCE_UDP_CONNECT: how many connected receive sockets a context may open, 0-CONN_MAX
  * (0: none; see "connected receive sockets" below). */
 static int conn_env(unsigned *out)
 {
-	const char *v = getenv("UROCE_UDP_CONNECT");
-	char *end;
-	unsigned long n;
-
-	*out = CONN_DEFAULT;
-	if (!v || !*v)
-		return 0;
-	errno = 0;
-	n = strtoul(v, &end, 10);
-	if (errno || *end || n > CONN_MAX) {
-		fprintf(stderr, "uroce: UROCE_UDP_CONNECT=%s: want a number of sockets, 0-%u\n", v,
-			CONN_MAX);
-		return -EINVAL;
-	}
-	*out = (unsigned)n;
-	return 0;
+	return env_count("UROCE_UDP_CONNECT", CONN_DEFAULT, 0, CONN_MAX, "sockets", out);
 }
 
 int uroce_netio_open(struct uroce_context *ctx, struct uroce_netio **out)
