@@ -501,7 +501,7 @@ static void flush_batch_acks(struct rx_batch *b)
 /* ------------------------------------------------------------ credits */
 
 /* Credits: an in-flight budget per UDP destination, shared by the context's RC QPs that
- * reach it (rc.h io.credit_take).  Each QP's window alone (UROCE_RC_MAX_UNACKED_PSNS) is
+ * reach it (rc.h io.credit_take).  Each QP's window alone (UROCE_RC_WINDOW_BYTES) is
  * what one receive socket absorbs, but the receiving context has one socket for all its
  * QPs: 1,000 windows are 128 MiB in flight against a buffer of 4 MiB at most (rmem_max),
  * and the overflow was half of all packets sent again, after local ACK timeouts (bench/
@@ -524,10 +524,10 @@ struct eng_dest {
 	unsigned head, cap;              /* ring of cap entries, nwait of them from head */
 };
 
-/* A budget is at least one QP's whole window at the largest MTU: a single QP is limited by
- * its window only, as without budgets, and the largest reservation (a READ's, a window of
- * responses) always fits. */
-#define CREDIT_MIN_BYTES (UROCE_RC_MAX_UNACKED_PSNS * 4096)
+/* A budget is at least one QP's whole window (its bytes are the same at every MTU): a single
+ * QP is limited by its window only, as without budgets, and the largest reservation (a
+ * READ's, a window of responses) always fits. */
+#define CREDIT_MIN_BYTES UROCE_RC_WINDOW_BYTES
 
 static struct eng_dest *dest_get(struct uroce_engine *eng, const uint8_t gid[16])
 {
@@ -1510,7 +1510,7 @@ static void ud_set_mtu(struct uroce_qp *qp)
 	struct uroce_rc *rc = uroce_rc_of(qp);
 
 	if (rc)
-		rc->mtu = 128u << uroce_devview_active_mtu(&qp->uctx->dev->view);
+		uroce_rc_set_mtu(rc, 128u << uroce_devview_active_mtu(&qp->uctx->dev->view));
 }
 
 /* ------------------------------------------------------------ verbs hooks */

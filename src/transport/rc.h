@@ -31,7 +31,15 @@
 
 /* Requester limits (rxe's values, docs/transport.md). */
 #define UROCE_RC_MAX_PKT_PER_ACK 64     /* AckReq at least every 64 packets (rxe RXE_MAX_PKT_PER_ACK) */
-#define UROCE_RC_MAX_UNACKED_PSNS 128   /* send window in PSNs (rxe RXE_MAX_UNACKED_PSNS) */
+#define UROCE_RC_MAX_UNACKED_PSNS 128   /* send window in PSNs at MTU 4096 (rxe RXE_MAX_UNACKED_PSNS) */
+/* The send window is bytes of payload, not packets: rxe's 128 PSNs at MTU 4096, 512 KiB.
+ * At a smaller path MTU a window of 128 packets holds less (128 KiB at 1024, a veth's or
+ * an Ethernet's of 1500) and a sender waits for ACKs it need not wait for: 4% of
+ * ib_write_bw across a veth (bench/RESULTS.md, 2026-12-05).  The IBA bounds the packets a
+ * requester has outstanding only by half of the 24-bit PSN space; in bytes the window stays
+ * what the receive socket and the credits (engine.c) were sized for. */
+#define UROCE_RC_WINDOW_BYTES (UROCE_RC_MAX_UNACKED_PSNS * 4096u)
+#define UROCE_RC_MAX_WINDOW_PSNS 512u   /* at MTU 1024 and below */
 #define UROCE_RC_MIN_TIMEOUT_NS 1000000ull /* local ACK timeout floor: 1 ms (rxe: 1 jiffy) */
 #define UROCE_RC_READ_RETRY_PKTS 64    /* responses asked for per retried READ request */
 #define UROCE_RC_MAX_PKT 4200           /* largest packet we build: MTU 4096 + headers + ICRC */
@@ -221,7 +229,8 @@ extern const char *const uroce_comp_state_name[UROCE_COMP_NUM];
 struct uroce_rc {
 	struct uroce_qp *qp;
 	struct uroce_rc_io io;
-	uint32_t mtu;                    /* path MTU in bytes */
+	uint32_t mtu;                    /* path MTU in bytes (set with uroce_rc_set_mtu) */
+	uint32_t window;                 /* send window in PSNs for that MTU */
 	struct uroce_rc_swqe *swqe;      /* qp->sq.size entries */
 
 	/* requester */
@@ -294,6 +303,16 @@ struct uroce_rc {
 	 * was 57% of the CPU of bench/qp_scale's WRITE phase). */
 	int pub_slot;
 };
+
+/* The path MTU, and the send window that goes with it (UROCE_RC_WINDOW_BYTES). */
+static inline void uroce_rc_set_mtu(struct uroce_rc *rc, uint32_t mtu)
+{
+	uint32_t w = mtu ? UROCE_RC_WINDOW_BYTES / mtu : UROCE_RC_MAX_UNACKED_PSNS;
+
+	rc->mtu = mtu;
+	rc->window = w < UROCE_RC_MAX_UNACKED_PSNS ? UROCE_RC_MAX_UNACKED_PSNS
+		     : w > UROCE_RC_MAX_WINDOW_PSNS ? UROCE_RC_MAX_WINDOW_PSNS : w;
+}
 
 /* ---- engine entry points (caller holds qp->lock) ---- */
 

@@ -185,7 +185,7 @@ int uroce_rc_attach(struct uroce_qp *qp, const struct uroce_rc_io *io)
 
 		rc->burst = !v || *v != '0';
 	}
-	rc->mtu = mtu_bytes(qp->attr.path_mtu);
+	uroce_rc_set_mtu(rc, mtu_bytes(qp->attr.path_mtu));
 	rc->resp_psn = qp->attr.rq_psn;
 	rc->msn = 0;
 	rc->req_idx = rc->sent_idx = qp->sq.head;
@@ -251,7 +251,7 @@ void uroce_rc_to_rts(struct uroce_qp *qp)
 
 	if (!rc)
 		return;
-	rc->mtu = mtu_bytes(qp->attr.path_mtu);
+	uroce_rc_set_mtu(rc, mtu_bytes(qp->attr.path_mtu));
 	rc->req_psn = qp->attr.sq_psn;
 	rc->comp_psn = qp->attr.sq_psn;
 	rc->req_idx = rc->sent_idx = qp->sq.head;

@@ -4,7 +4,7 @@
  *   NEXT_WQE      pick the WQE at req_idx; stop when the queue is empty, a fence or the
  *                 max_rd_atomic credit (IBA 9.7.7.2, 10.8.3.3) holds it back
  *   LOCAL_OP      LOCAL_INV, BIND_MW: executed here, no packets (IBA 10.6.7, 10.8.2)
- *   CHECK_WINDOW  at most UROCE_RC_MAX_UNACKED_PSNS PSNs outstanding (rxe's window), the
+ *   CHECK_WINDOW  at most rc->window PSNs outstanding (512 KiB: rxe's 128 at MTU 4096), the
  *                 link not backed up (io.busy), and credits for the packet from a budget
  *                 shared with other QPs, where the sink has one (io.credit_take, below)
  *   BUILD         one packet: opcode by message position, the WQE's next PSN (psn.h),
@@ -133,7 +133,7 @@ int uroce_rc_xmit_pieces(struct uroce_rc *rc, size_t len, uint32_t n, const stru
  * anyway (the message's end, every UROCE_RC_MAX_PKT_PER_ACK packets), so on a path with
  * credits to spare the packets are exactly those without a budget.  A READ reserves its
  * responses (they are what fills our receive socket), at most a window's worth
- * (UROCE_RC_MAX_UNACKED_PSNS; its request asks for the whole message, so the responses of a
+ * (rc->window; its request asks for the whole message, so the responses of a
  * READ longer than that are partly outside the budget); an atomic one PSN.  A go-back
  * returns the credits (uroce_rc_go_back) and the resent packets reserve again. */
 static uint32_t credit_run(const struct uroce_rc *rc, const struct uroce_wqe *w,
@@ -146,7 +146,7 @@ static uint32_t credit_run(const struct uroce_rc *rc, const struct uroce_wqe *w,
 	len = sw->started ? sw->len : uroce_rc_wqe_len(rc->qp, w);
 	left = len > rc->req_off ? npkts_for(rc, len - rc->req_off) : 1;
 	if (w->opcode == IBV_WR_RDMA_READ)
-		return left < UROCE_RC_MAX_UNACKED_PSNS ? left : UROCE_RC_MAX_UNACKED_PSNS;
+		return left < rc->window ? left : rc->window;
 	return left < UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts ? left
 	       : UROCE_RC_MAX_PKT_PER_ACK - rc->noack_pkts;
 }
@@ -425,7 +425,7 @@ static void burst_middle(struct uroce_rc *rc, const struct uroce_wqe *w, const s
 		struct iovec data = { (void *)(base + (off - start)), mtu };
 		int ret;
 
-		if (psn_dist(rc->comp_psn, psn) >= UROCE_RC_MAX_UNACKED_PSNS ||
+		if (psn_dist(rc->comp_psn, psn) >= rc->window ||
 		    (rc->io.busy && rc->io.busy(rc->io.arg)) ||
 		    (rc->io.credit_take && !credit_held(rc, psn)))
 			break;
@@ -526,7 +526,7 @@ void uroce_rc_requester(struct uroce_qp *qp, bool sq_locked)
 			/* The PSN this packet will carry: a started WQE keeps its own. */
 			uint32_t next = sw->started ? psn_add(sw->first_psn, rc->req_off / rc->mtu) : rc->req_psn;
 
-			state = psn_dist(rc->comp_psn, next) >= UROCE_RC_MAX_UNACKED_PSNS
+			state = psn_dist(rc->comp_psn, next) >= rc->window
 				? UROCE_REQ_WAIT : UROCE_REQ_BUILD;
 			/* The link is backed up (io.busy): wait as for a closed window, and
 			 * look again shortly (t_busy), whatever else runs the QP before. */

@@ -111,7 +111,7 @@ static void set_type(struct world *w, enum ibv_qp_type t)
 			uroce_rc_attach(w->qp[i], &io);
 			uroce_rc_to_rts(w->qp[i]);
 		} else {
-			uroce_rc_of(w->qp[i])->mtu = 1024;
+			uroce_rc_set_mtu(uroce_rc_of(w->qp[i]), 1024);
 		}
 	}
 	uroce_ud_xmit = ud_xmit;
