@@ -73,7 +73,6 @@
 #define CONN_DEFAULT 8               /* UROCE_UDP_CONNECT: connected receive sockets */
 #define CONN_MAX 64
 #define CONN_COLD_EVERY 4            /* a spinning poll reads a cold socket every 4th time */
-#define CONN_SHUNNED 16              /* 4-tuples remembered as another process's too */
 #define GROUP_SOCK (-1)              /* socket index of the group member (nio->fd) */
 
 /* ---------------------------------------------------------------- counters */
@@ -187,15 +186,13 @@ struct uroce_netio {
 	unsigned conn_max;                 /* UROCE_UDP_CONNECT (0: none) */
 	unsigned nconn;
 	struct rx_conn *conn;              /* conn_max of them */
-	struct conn_key shun[CONN_SHUNNED];/* shared with another process: never again */
-	unsigned nshun;
 	int hot;                           /* the socket a spinning poll reads (GROUP_SOCK or
 					    * a conn index), the last one that had data */
 	unsigned spins, cold_next;         /* spinning polls; the next cold socket to read */
 	int rx_cur;                        /* the socket of the batch being delivered */
 	bool want_conn;                    /* a packet asked for a socket to its 4-tuple */
 	bool conn_dirty;                   /* a connected socket was found shared */
-	bool conn_off;                     /* one was: open no more */
+	bool conn_off;                     /* one was, or one failed to open: open no more */
 	bool conn_crowded;                 /* the device had other clients at the last look */
 	unsigned conn_crowd_pkts;          /* packets since (look again every 65,536) */
 	struct conn_key want;
@@ -1353,9 +1350,6 @@ static void conn_consider(struct uroce_netio *nio, const struct uroce_rxpkt *p)
 	memcpy(k.src, p->src.gid, 16);
 	memcpy(k.dst, p->dgid, 16);
 	k.sport = p->src.port;
-	for (unsigned i = 0; i < nio->nshun && i < CONN_SHUNNED; i++)
-		if (key_eq(&nio->shun[i], &k))
-			return;
 	for (unsigned i = 0; i < nio->nconn; i++)
 		if (key_eq(&nio->conn[i].key, &k))
 			return;   /* open, but this one was read from the group before it was */
@@ -1395,7 +1389,8 @@ static bool conn_alone(struct uroce_netio *nio)
 }
 
 /* Open a socket for nio->want.  Under rx_lock.  Any failure leaves the 4-tuple on the
- * group, where it was (an address another program holds without SO_REUSEADDR, say). */
+ * group, where it was, and opens no more (an address another program holds without
+ * SO_REUSEADDR, say, fails for every 4-tuple alike). */
 static void conn_open(struct uroce_netio *nio)
 {
 	struct sockaddr_in6 me = { .sin6_family = AF_INET6, .sin6_port = htons(ROCE_PORT) };
@@ -1410,8 +1405,10 @@ static void conn_open(struct uroce_netio *nio)
 	memcpy(&me.sin6_addr, nio->want.dst, 16);
 	memcpy(&peer.sin6_addr, nio->want.src, 16);
 	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if (fd < 0) {
+		nio->conn_off = true;
 		return;
+	}
 	/* As the group member: dual stack (the same sockaddr_in6 names), the destination
 	 * address reported, no multicast (bound to a unicast address anyway), the buffer. */
 	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
@@ -1444,8 +1441,7 @@ static void conn_open(struct uroce_netio *nio)
 	return;
 fail:
 	close(fd);
-	/* Not again: a socket a poll cannot open now will not open at the next one either. */
-	nio->shun[nio->nshun++ % CONN_SHUNNED] = nio->want;
+	nio->conn_off = true;
 }
 
 /* After a poll's deliveries: close the sockets found shared, open the one asked for.  What
@@ -1461,7 +1457,6 @@ static void conn_settle(struct uroce_netio *nio)
 		pthread_mutex_lock(&nio->conn_lock);
 		(void)epoll_ctl(nio->epfd, EPOLL_CTL_DEL, nio->conn[i].fd, NULL);
 		close(nio->conn[i].fd);
-		nio->shun[nio->nshun++ % CONN_SHUNNED] = nio->conn[i].key;
 		nio->conn[i] = nio->conn[--nio->nconn];
 		pthread_mutex_unlock(&nio->conn_lock);
 		ctr_add(nio, C_RX_CONN_SHARED, 1);
