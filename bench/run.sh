@@ -5,7 +5,7 @@
 #
 #   BUILD  build directory, already built (default: build/ under the source tree); nothing is
 #          built here.  Needs BUILD/bin/{uroce,uroced,udp_pingpong,udp_pps,udp_roce_pp,udp_gso,
-#          shm_ring}, BUILD/lib.
+#          shm_ring,cpu_rtt}, BUILD/lib.
 #   REPS   repetitions of each pair, uroce and peer interleaved (default 5); the median is kept
 #   SECS   seconds measured per bandwidth / message-rate run, an integer (default 3; perftest
 #          runs SECS+2 with a 1 s margin at each end, see below)
@@ -75,6 +75,13 @@
 # shm_read_bw   ib_read_bw 64 KiB            iperf3 (reported); shm_ring bw
 # shm_atomic_bw ib_atomic_bw (fetch-add), Mpps  udp_pps (reported)
 #
+# The CPUs' placement (split pinning): the host moves the two vCPUs between places that share
+# a cache and places that do not, and far apart every sender the kernel copies for runs
+# slower, UDP ones to about half (bench/RESULTS.md, 2026-12-05).  bench/cpu_rtt.c probes a cache
+# line's round trip between the two CPUs before and after every run; the summary repeats the
+# ratios over the runs whose CPUs stayed near (under 200 ns: 50-80 here) and over those that
+# stayed far (330-370 here), as "[near]" and "[far]" rows.  A run the host moved both ways
+# between the probes is not told apart.
 # Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
 # only and its own uroced (UROCE_DAEMON=BUILD/bin/uroced, started on demand by `uroce run`),
 # so nothing of the host's network or of other runs is involved.  Exit status: 0 when every
@@ -141,7 +148,21 @@ if [ "${1:-}" = --inner ]; then
 	# field N of the client's line whose first field is SIZE (perftest's result row)
 	pt_field() { awk -v s="$1" -v f="$2" '$1 == s && NF >= f { v = $f } END { if (v != "") print v }'; }
 	# only numbers count (perftest prints "inf" when its cycle count failed)
-	emit() { case $3 in '' | *[!0-9.]*) return ;; esac; echo "$BENCH $PIN $1 $2 $3" >>"$OUT"; }
+	put() { case $3 in '' | *[!0-9.]*) return ;; esac; echo "$BENCH $PIN $1 $2 $3" >>"$OUT"; }
+	# Where the host had the two vCPUs (bench/cpu_rtt.c): a cache line's round trip between
+	# the server's and the client's CPU, in ns; nothing with both on one CPU.
+	place() { [ "$SCPU" != "$CCPU" ] && "$BUILD/bin/cpu_rtt" -a $SCPU -b $CCPU 2>/dev/null | sed -n 's/.* ns=\([0-9.]*\)$/\1/p'; }
+	# emit TAG REP FIGURE, right after the run that gave it: the figure, and the placement
+	# around that run (plh_TAG the longer and pll_TAG the shorter of the round trips probed
+	# before and after it: the host may move the vCPUs during a run)
+	emit() {
+		put "$@"
+		pa=$(place)
+		[ -n "$pa" ] && [ -n "$pl_last" ] || { pl_last=$pa; return; }
+		put "plh_$1" "$2" "$(echo "$pl_last $pa" | awk '{ print ($1 > $2 ? $1 : $2) }')"
+		put "pll_$1" "$2" "$(echo "$pl_last $pa" | awk '{ print ($1 < $2 ? $1 : $2) }')"
+		pl_last=$pa
+	}
 
 	# ucx_side TAG ENV ARGS COL: a ucx_perftest pair under `uroce run` with ENV; emits field
 	# COL of the client's Final: row (UCX's own tcp transport is the peer's side).
@@ -165,6 +186,7 @@ if [ "${1:-}" = --inner ]; then
 	uport=13600
 	rep=1
 	while [ $rep -le "$REPS" ]; do
+		pl_last=$(place)
 		port=$((port + 1))
 		if [ "$BENCH" = cm_connect ]; then
 			# uroce: cmtime's server runs until killed; the client sets up CONNS
@@ -415,7 +437,7 @@ while getopts b:r:t:p: opt; do
 done
 shift $((OPTIND - 1))
 BENCHES=$(echo "${*:-write_bw write_lat send_bw veth_write_bw veth_write_lat veth_jumbo_write_bw shm_write_bw shm_write_lat shm_send_bw shm_read_bw shm_atomic_bw}" | sed 's/\<ucx\>/ucx_put_bw ucx_tag_lat/')
-for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso bin/shm_ring; do
+for f in bin/uroce bin/uroced bin/udp_pingpong bin/udp_pps bin/udp_roce_pp bin/udp_gso bin/shm_ring bin/cpu_rtt; do
 	[ -x "$BUILD/$f" ] || { echo "run.sh: $BUILD/$f missing: build first (cmake --build $BUILD)"; exit 2; }
 done
 for t in ib_write_bw ib_write_lat ib_send_bw ib_read_bw ib_atomic_bw iperf3 ucx_perftest taskset jq; do
@@ -469,7 +491,7 @@ for b in $BENCHES; do
 done
 
 # one line per benchmark and pinning: medians, their ratio, the spread of per-rep ratios
-awk -v reps="$REPS" '
+awk -v reps="$REPS" -v NEAR=200 '
 function median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
@@ -479,6 +501,17 @@ function ref(k, tag,    r, F) {
 	nf = 0
 	for (r = 1; r <= reps; r++) if ((k, tag, r) in v) F[++nf] = v[k, tag, r]
 	return nf ? median(F, nf) : ""
+}
+# The median of the TAG runs for key k whose CPUs were all the time near (w "near": both round
+# trips around the run under NEAR ns) or all the time far (w "far": both at or over it);
+# their count in nsel.
+function placed(k, tag, w,    r, F) {
+	nsel = 0
+	for (r = 1; r <= reps; r++) {
+		if (!((k, tag, r) in v) || !((k, "plh_" tag, r) in v)) continue
+		if (w == "near" ? v[k, "plh_" tag, r] < NEAR : v[k, "pll_" tag, r] >= NEAR) F[++nsel] = v[k, tag, r]
+	}
+	return nsel ? median(F, nsel) : ""
 }
 function line(b, p, name, x, y, note, nx, ny) {
 	printf "%-10s %-5s %-12s %9.4g %9.4g %5s %7.3fx  %-15s %s  (%d/%d reps)\n", b, p, name, x, y, unit[b],
@@ -555,9 +588,25 @@ END {
 			line(b, p, ceil[b], mu, mf, "(fraction of the shm ceiling)", nu, nf)
 		if ((mf = ref(order[k], "ucx")) != "")
 			line(b, p, ucx[b], mu, mf, "(UCX posix shared memory)", nu, nf)
+		# the same ratios over the runs whose CPUs stayed near, then far (cpu_rtt): the
+		# host placing the two vCPUs apart slows every kernel-copied sender, UDP most
+		for (c = 1; c <= 2; c++) {
+			w = c == 1 ? "near" : "far"
+			if ((pu = placed(order[k], "uroce", w)) == "") continue
+			npu = nsel
+			pp = placed(order[k], "peer", w); npp = nsel
+			if (pp != "")
+				line(b, p, "[" w "] " peer[b], pu, pp, "(runs with the CPUs " w ")", npu, npp)
+			if ((pk = placed(order[k], "kern", w)) != "") {
+				npk = nsel
+				line(b, p, "[" w "] " kern[b], pu, pk, "(kernel share, CPUs " w ")", npu, npk)
+				if (pp != "")
+					line(b, p, "[" w "] (kernel)", pk, pp, "(" kern[b] " / " peer[b] ", CPUs " w ")", npk, npp)
+			}
+		}
 	}
 }' "$res"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-n=$(wc -l <"$res")
+n=$(awk '$3 !~ /^pl[hl]_/' "$res" | wc -l)
 [ "$n" -eq "$want" ] || { echo "# only $n of $want runs produced a figure: see $work/log.*"; exit 1; }
 exit 0
