@@ -7,9 +7,9 @@
  *
  * Why bench/run.sh needs it: on the virtual machines these benchmarks run on, the host moves
  * the two vCPUs between places that share a cache (a round trip of 50-80 ns) and places that
- * do not (330-370 ns), every few seconds to minutes.  Far apart, every sender that the
- * kernel copies for over a veth or lo slows down: UDP (uroce, udp_gso) to about half, TCP
- * (iperf3) much less (bench/RESULTS.md, 2026-12-05).  A repetition's ratio then says where the
+ * do not (320-370 ns), every few seconds to minutes.  Far apart, every sender that the
+ * kernel copies for over a veth or lo runs at about half, uroce, udp_gso and iperf3 alike
+ * (bench/RESULTS.md, 2026-12-05).  A repetition's ratio then says where the
  * vCPUs were, not what uroce did, so run.sh probes before and after each run and reports
  * the CPUs' placement with the figures.  The fastest of several rounds, because a round the
  * scheduler interrupts only reads longer. */

@@ -77,10 +77,10 @@
 #
 # The CPUs' placement (split pinning): the host moves the two vCPUs between places that share
 # a cache and places that do not, and far apart every sender the kernel copies for runs
-# slower, UDP ones to about half (bench/RESULTS.md, 2026-12-05).  bench/cpu_rtt.c probes a cache
+# at about half, uroce, udp_gso and iperf3 alike (bench/RESULTS.md, 2026-12-05).  bench/cpu_rtt.c probes a cache
 # line's round trip between the two CPUs before and after every run; the summary repeats the
 # ratios over the runs whose CPUs stayed near (under 200 ns: 50-80 here) and over those that
-# stayed far (330-370 here), as "[near]" and "[far]" rows.  A run the host moved both ways
+# stayed far (320-370 here), as "[near]" and "[far]" rows.  A run the host moved both ways
 # between the probes is not told apart.
 # Every pair runs in a private user/network/pid namespace (tests/daemon/nsrun.sh) with lo
 # only and its own uroced (UROCE_DAEMON=BUILD/bin/uroced, started on demand by `uroce run`),
@@ -589,7 +589,16 @@ END {
 		if ((mf = ref(order[k], "ucx")) != "")
 			line(b, p, ucx[b], mu, mf, "(UCX posix shared memory)", nu, nf)
 		# the same ratios over the runs whose CPUs stayed near, then far (cpu_rtt): the
-		# host placing the two vCPUs apart slows every kernel-copied sender, UDP most
+		# host placing the two vCPUs apart slows every sender the kernel copies for
+		nn = nfar = nmv = 0
+		for (r = 1; r <= reps; r++) {
+			if (!((order[k], "plh_uroce", r) in v)) continue
+			if (v[order[k], "plh_uroce", r] < NEAR) nn++
+			else if (v[order[k], "pll_uroce", r] >= NEAR) nfar++
+			else nmv++
+		}
+		if (nn + nfar + nmv)
+			printf "%-10s %-5s [placement] uroce runs with the CPUs near %d, far %d, moved during the run %d (a cache line round trip under %d ns is near)\n", b, p, nn, nfar, nmv, NEAR
 		for (c = 1; c <= 2; c++) {
 			w = c == 1 ? "near" : "far"
 			if ((pu = placed(order[k], "uroce", w)) == "") continue
