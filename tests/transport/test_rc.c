@@ -351,6 +351,45 @@ static void test_dead_peer(void)
 }
 
 
+/* ---- the send window: 512 KiB of payload, 128 to 512 PSNs by path MTU (rc.h
+ * uroce_rc_set_mtu).  The peer receives nothing, so no ACK comes: within one local ACK
+ * timeout the requester sends exactly one window of a 4 MiB WRITE and stops. ---- */
+static void test_window(void)
+{
+	static const struct { enum ibv_mtu mtu; uint64_t want; } cases[] = {
+		{ IBV_MTU_4096, 128 },   /* rxe's 128 PSNs */
+		{ IBV_MTU_1024, 512 },   /* a 1500-byte netdev: 512 KiB, not 128 KiB */
+		{ IBV_MTU_256, 512 },    /* 2,048 by bytes, held at UROCE_RC_MAX_WINDOW_PSNS */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct world_opts o = { .mtu = cases[i].mtu, .timeout = 14, .retry_cnt = 7,
+					.rnr_retry = 7, .xmitv = opt_xmitv };
+		struct world w;
+		struct mem m;
+		struct ibv_sge s;
+		struct uroce_rc_stats st;
+		struct want x = { 0, 1 };
+
+		world_init(&w, &o, NULL);
+		mem_init(&w, &m);
+		s = (struct ibv_sge){ (uintptr_t)m.a, BUF, m.ma->mr.lkey };
+		w.lost_to = 1u << 1;
+		CHECK(post(&w, 0, IBV_WR_RDMA_WRITE, 1, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)m.b,
+			   m.mb->mr.rkey, 0, 0) == 0, "write");
+		/* 10 ms: well inside the local ACK timeout (67 ms), so nothing is sent again */
+		CHECK(world_run(&w, cq_has, &x, 10000000ull) == -ETIMEDOUT, "no completion");
+		uroce_rc_stats(w.qp[0], &st);
+		CHECK(st.tx_packets == cases[i].want && st.retransmissions == 0,
+		      "MTU %u: %llu packets in flight (want %llu), %llu sent again",
+		      128u << cases[i].mtu, (unsigned long long)st.tx_packets,
+		      (unsigned long long)cases[i].want, (unsigned long long)st.retransmissions);
+		w.lost_to = 0;
+		mem_fini(&m);
+		world_fini(&w);
+	}
+}
+
 /* ---- fatal NAKs: each case provokes one on a fresh pair of QPs; the request (wr_id 1)
  * completes with the NAK's status after exactly one NAK of that kind from the responder,
  * and both QPs end in Error ---- */
@@ -1888,6 +1927,7 @@ int main(int argc, char **argv)
 	test_rereg();
 	test_pkey();
 	test_credits();
+	test_window();
 	test_lossy(NULL, 4u << 20, 1000);
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=1", lossy_bytes, 20000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=2", 8u << 20, 4000);
@@ -1897,6 +1937,7 @@ int main(int argc, char **argv)
 	test_ops(0, IBV_MTU_1024);
 	test_ops(0xFFFFF0, IBV_MTU_4096);
 	test_credits();
+	test_window();
 	test_lossy("drop=0.05,dup=0.02,reorder=0.02,corrupt=0.01,seed=3", 16u << 20, 4000);
 	test_lossy("drop=0.2,dup=0.1,reorder=0.1,corrupt=0.05,seed=4", 8u << 20, 4000);
 	return check_summary();
