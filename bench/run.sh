@@ -502,15 +502,17 @@ function ref(k, tag,    r, F) {
 	for (r = 1; r <= reps; r++) if ((k, tag, r) in v) F[++nf] = v[k, tag, r]
 	return nf ? median(F, nf) : ""
 }
-# The median of the TAG runs for key k whose CPUs were all the time near (w "near": both round
-# trips around the run under NEAR ns) or all the time far (w "far": both at or over it);
-# their count in nsel.
+# Where the CPUs were during repetition r of the TAG run for key k: "near" (both round trips
+# probed around it under NEAR ns), "far" (both at or over it), "moved", or "" (not probed).
+function where(k, tag, r) {
+	if (!((k, "plh_" tag, r) in v)) return ""
+	return v[k, "plh_" tag, r] < NEAR ? "near" : v[k, "pll_" tag, r] >= NEAR ? "far" : "moved"
+}
+# The median of the TAG runs for key k whose CPUs were w all the time; their count in nsel.
 function placed(k, tag, w,    r, F) {
 	nsel = 0
-	for (r = 1; r <= reps; r++) {
-		if (!((k, tag, r) in v) || !((k, "plh_" tag, r) in v)) continue
-		if (w == "near" ? v[k, "plh_" tag, r] < NEAR : v[k, "pll_" tag, r] >= NEAR) F[++nsel] = v[k, tag, r]
-	}
+	for (r = 1; r <= reps; r++)
+		if (((k, tag, r) in v) && where(k, tag, r) == w) F[++nsel] = v[k, tag, r]
 	return nsel ? median(F, nsel) : ""
 }
 function line(b, p, name, x, y, note, nx, ny) {
@@ -590,15 +592,10 @@ END {
 			line(b, p, ucx[b], mu, mf, "(UCX posix shared memory)", nu, nf)
 		# the same ratios over the runs whose CPUs stayed near, then far (cpu_rtt): the
 		# host placing the two vCPUs apart slows every sender the kernel copies for
-		nn = nfar = nmv = 0
-		for (r = 1; r <= reps; r++) {
-			if (!((order[k], "plh_uroce", r) in v)) continue
-			if (v[order[k], "plh_uroce", r] < NEAR) nn++
-			else if (v[order[k], "pll_uroce", r] >= NEAR) nfar++
-			else nmv++
-		}
-		if (nn + nfar + nmv)
-			printf "%-10s %-5s [placement] uroce runs with the CPUs near %d, far %d, moved during the run %d (a cache line round trip under %d ns is near)\n", b, p, nn, nfar, nmv, NEAR
+		split("", at)
+		for (r = 1; r <= reps; r++) at[where(order[k], "uroce", r)]++
+		if (at["near"] + at["far"] + at["moved"])
+			printf "%-10s %-5s [placement] uroce runs with the CPUs near %d, far %d, moved during the run %d (a cache line round trip under %d ns is near)\n", b, p, at["near"], at["far"], at["moved"], NEAR
 		for (c = 1; c <= 2; c++) {
 			w = c == 1 ? "near" : "far"
 			if ((pu = placed(order[k], "uroce", w)) == "") continue
