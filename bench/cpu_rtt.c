@@ -26,7 +26,7 @@
 
 static _Alignas(64) atomic_uint line;   /* odd: the first thread's turn is over */
 static int rounds = 5;
-static atomic_int answer_unpinned;      /* the second thread answers anyway: never a hang */
+static atomic_int answer_pinned;        /* 0 until the second thread tried: 1 pinned, -1 not */
 
 static int pin(int cpu)
 {
@@ -42,8 +42,13 @@ static void *answer(void *arg)
 {
 	unsigned int want = 1;
 
-	if (pin(*(int *)arg) != 0)
-		atomic_store(&answer_unpinned, 1);
+	/* Unpinned it would share the first thread's CPU and answer at the scheduler's
+	 * tick: say so and leave instead. */
+	if (pin(*(int *)arg) != 0) {
+		atomic_store(&answer_pinned, -1);
+		return NULL;
+	}
+	atomic_store(&answer_pinned, 1);
 	for (int r = 0; r < rounds; r++)
 		for (int i = 0; i < TRIPS; i++, want += 2) {
 			while (atomic_load_explicit(&line, memory_order_acquire) != want)
@@ -51,6 +56,15 @@ static void *answer(void *arg)
 			atomic_store_explicit(&line, want + 1, memory_order_release);
 		}
 	return NULL;
+}
+
+/* A CPU number or a count from the command line: digits only, else -1. */
+static int arg_num(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *s && !*end && v >= 0 && v <= 1 << 20 ? (int)v : -1;
 }
 
 static double now_ns(void)
@@ -70,20 +84,27 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "a:b:n:")) != -1) {
 		switch (opt) {
-		case 'a': a = atoi(optarg); break;
-		case 'b': b = atoi(optarg); break;
-		case 'n': rounds = atoi(optarg); break;
+		case 'a': a = arg_num(optarg); break;
+		case 'b': b = arg_num(optarg); break;
+		case 'n': rounds = arg_num(optarg); break;
 		default:
 			fprintf(stderr, "usage: cpu_rtt [-a CPU] [-b CPU] [-n ROUNDS]\n");
 			return 2;
 		}
 	}
-	if (rounds < 1 || a == b) {
-		fprintf(stderr, "cpu_rtt: need two different CPUs and at least one round\n");
+	if (optind < argc || a < 0 || b < 0 || rounds < 1 || a == b) {
+		fprintf(stderr, "cpu_rtt: need two different CPU numbers and at least one round\n");
 		return 2;
 	}
 	if (pin(a) != 0 || pthread_create(&t, NULL, answer, &b) != 0) {
-		fprintf(stderr, "cpu_rtt: cannot pin to CPU %d or start the thread\n", a);
+		fprintf(stderr, "cpu_rtt: cannot pin to CPU %d or start a thread\n", a);
+		return 1;
+	}
+	while (atomic_load(&answer_pinned) == 0)
+		sched_yield();
+	if (atomic_load(&answer_pinned) < 0) {
+		pthread_join(t, NULL);
+		fprintf(stderr, "cpu_rtt: cannot pin to CPU %d\n", b);
 		return 1;
 	}
 	for (int r = 0; r < rounds; r++) {
@@ -98,10 +119,7 @@ int main(int argc, char **argv)
 		if (r == 0 || ns < best)
 			best = ns;
 	}
-	if (pthread_join(t, NULL) != 0 || atomic_load(&answer_unpinned)) {
-		fprintf(stderr, "cpu_rtt: cannot pin to CPU %d\n", b);
-		return 1;
-	}
+	pthread_join(t, NULL);
 	printf("cpu_rtt a=%d b=%d ns=%.1f\n", a, b, best);
 	return 0;
 }
