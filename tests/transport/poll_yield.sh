@@ -33,16 +33,31 @@ esac
 cpu=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status | cut -d, -f1 | cut -d- -f1)
 S="taskset -c $cpu" C="taskset -c $cpu"
 args="ib_send_lat -x 0 -F -s 2 -n $iters"
-run_pair 120 18515 "$args" "$args 127.0.0.1" || exit 1
-# perftest's row: #bytes #iterations t_min t_max t_typical t_avg ...
-typ=$(awk '/t_typical/ { getline; print $5; exit }' "$tmp/cli")
-case $typ in
-'' | *[!0-9.]*) fail "no typical latency in the client's output"; exit 1 ;;
-esac
-echo "typical latency: $typ us (both processes on CPU $cpu, UROCE_LINK=$UROCE_LINK)"
-slow=$(awk -v t="$typ" 'BEGIN { print (t >= 500) ? 1 : 0 }')
+# one_pair PORT: run the pair, set typ (perftest's typical latency, us) and slow (1 when
+# tick-bound: 500 us or more)
+one_pair() {
+	run_pair 120 "$1" "$args -p $1" "$args -p $1 127.0.0.1" || exit 1
+	# perftest's row: #bytes #iterations t_min t_max t_typical t_avg ...
+	typ=$(awk '/t_typical/ { getline; print $5; exit }' "$tmp/cli")
+	case $typ in
+	'' | *[!0-9.]*) fail "no typical latency in the client's output"; exit 1 ;;
+	esac
+	echo "typical latency: $typ us (both processes on CPU $cpu, UROCE_LINK=$UROCE_LINK)"
+	slow=$(awk -v t="$typ" 'BEGIN { print (t >= 500) ? 1 : 0 }')
+}
 case $CASE in
-off) [ "$slow" = 1 ] || fail "without the yield the pair was not tick-bound ($typ us): the check cannot fail" ;;
-*) [ "$slow" = 0 ] || fail "the pair handed over at the tick ($typ us): a spinner did not yield" ;;
+# The control shows that the check can fail, so one tick-bound pair in three proves it:
+# something else that runs on the CPU now and then (a CI run's other processes, the host)
+# preempts a spinner sooner than the tick and can make one pair hand over early
+# (325 us once in a CI run, 2026-12-05).
+off)
+	for port in 18515 18516 18517; do
+		one_pair $port
+		[ "$slow" = 1 ] && break
+	done
+	[ "$slow" = 1 ] || fail "without the yield no pair of three was tick-bound: the check cannot fail" ;;
+*)
+	one_pair 18515
+	[ "$slow" = 0 ] || fail "the pair handed over at the tick ($typ us): a spinner did not yield" ;;
 esac
 [ "$fails" -eq 0 ]
